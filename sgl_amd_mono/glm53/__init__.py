@@ -1,0 +1,1 @@
+"""GLM-5.3 (GlmMoeDsaForCausalLM): geometry, spec, reference forward and launches."""
