@@ -86,6 +86,17 @@ def block_fp8_linear(x: torch.Tensor, w: torch.Tensor, ws: torch.Tensor, out_dty
     return block_fp8_matmul(xq, xs, w, ws, out_dtype)
 
 
+def linear(x: torch.Tensor, w: torch.Tensor, ws: torch.Tensor | None, out_dtype=torch.bfloat16) -> torch.Tensor:
+    """A linear as SGLang runs it for its weight dtype: block-FP8 W8A8 when `ws` is given, else
+    the unquantized bf16 `F.linear` (SGLang's UnquantizedLinearMethod).
+
+    x: [R, K] bf16; w: [N, K] fp8 (with ws [ceil(N/128), K/128] f32) or bf16 (ws None). -> [R, N].
+    """
+    if ws is None:
+        return torch.nn.functional.linear(x.to(w.dtype), w).to(out_dtype)
+    return block_fp8_linear(x, w, ws, out_dtype)
+
+
 def rope_cos_sin(positions: torch.Tensor, *, rotary_dim: int, theta: float) -> torch.Tensor:
     """SGLang's cos_sin_cache rows for `positions`: [R, rotary_dim] f32 = [cos | sin] (default rope)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
@@ -170,14 +181,21 @@ def moe_block_fp8(
 
     x: [R, D] bf16; w13: [E, 2I, D] fp8, w13_s: [E, 2I/128, D/128] f32; w2: [E, D, I] fp8,
     w2_s: [E, D/128, I/128] f32; weights/ids: [R, k] f32/int. Returns [R, D] bf16.
+    With w13_s / w2_s None the experts are bf16 (SGLang's unquantized MoE): F.linear in bf16.
     """
-    xq, xs = group_quant_fp8(x)
+    is_fp8 = w13_s is not None
+    if is_fp8:
+        xq, xs = group_quant_fp8(x)
     out = torch.zeros(x.shape[0], w2.shape[1], dtype=torch.float32, device=x.device)
     for r in range(x.shape[0]):
         for j in range(ids.shape[1]):
             e = int(ids[r, j])
-            mid = silu_and_mul(block_fp8_matmul(xq[r : r + 1], xs[r : r + 1], w13[e], w13_s[e]))
-            y = block_fp8_linear(mid, w2[e], w2_s[e], out_dtype=torch.float32)
+            if is_fp8:
+                mid = silu_and_mul(block_fp8_matmul(xq[r : r + 1], xs[r : r + 1], w13[e], w13_s[e]))
+                y = block_fp8_linear(mid, w2[e], w2_s[e], out_dtype=torch.float32)
+            else:
+                mid = silu_and_mul(torch.nn.functional.linear(x[r : r + 1], w13[e]))
+                y = torch.nn.functional.linear(mid, w2[e]).float()
             out[r] += weights[r, j] * y[0]
     return out.to(torch.bfloat16)
 
@@ -185,8 +203,9 @@ def moe_block_fp8(
 def dense_mlp_block_fp8(
     x: torch.Tensor, gate_up: torch.Tensor, gate_up_s: torch.Tensor, down: torch.Tensor, down_s: torch.Tensor
 ) -> torch.Tensor:
-    """SGLang DeepseekV2MLP with block-FP8 linears: gate_up, SiluAndMul, down. x: [R, D] -> [R, D] bf16."""
-    return block_fp8_linear(silu_and_mul(block_fp8_linear(x, gate_up, gate_up_s)), down, down_s)
+    """SGLang DeepseekV2MLP: gate_up, SiluAndMul, down (block-FP8, or bf16 when the scales are None).
+    x: [R, D] -> [R, D] bf16."""
+    return linear(silu_and_mul(linear(x, gate_up, gate_up_s)), down, down_s)
 
 
 def dequant_block_fp8(w: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:

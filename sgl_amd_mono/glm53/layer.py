@@ -23,15 +23,15 @@ class AttentionWeights:
 
     input_norm: torch.Tensor  # input_layernorm.weight [D] bf16
     qkv_a: torch.Tensor  # fused_qkv_a_proj_with_mqa.weight [q_lora + kv_lora + rope, D] fp8
-    qkv_a_s: torch.Tensor  # its weight_scale_inv [ceil(/128), D/128] f32
+    qkv_a_s: Optional[torch.Tensor]  # its weight_scale_inv [ceil(/128), D/128] f32; None for bf16 weights
     q_a_norm: torch.Tensor  # q_a_layernorm.weight [q_lora] bf16
     kv_a_norm: torch.Tensor  # kv_a_layernorm.weight [kv_lora] bf16
     q_b: torch.Tensor  # q_b_proj.weight [H_loc * (nope + rope), q_lora] fp8
-    q_b_s: torch.Tensor  # its weight_scale_inv f32
+    q_b_s: Optional[torch.Tensor]  # its weight_scale_inv f32 (None: bf16)
     w_kc: torch.Tensor  # [H_loc, nope, kv_lora] bf16 (CUDA) or fp8 with w_scale (ROCm/CPU)
     w_vc: torch.Tensor  # [H_loc, kv_lora, v_head] same dtype as w_kc
     o_proj: torch.Tensor  # o_proj.weight [D, H_loc * v_head] fp8
-    o_proj_s: torch.Tensor  # its weight_scale_inv f32
+    o_proj_s: Optional[torch.Tensor]  # its weight_scale_inv f32 (None: bf16)
     post_norm: torch.Tensor  # post_attention_layernorm.weight [D] bf16
     w_scale: Optional[float] = None  # per-tensor scale of an fp8 w_kc / w_vc, else None
 
@@ -70,11 +70,15 @@ class AttentionOut:
 
 
 def _absorb(x: torch.Tensor, w: torch.Tensor, w_scale: Optional[float]) -> torch.Tensor:
-    """Per-head x @ w: x [R, H, a] bf16, w [H, a, b] -> [R, H, b] bf16 (bf16 bmm, f32 accumulate)."""
-    if w.dtype == torch.bfloat16:
-        return torch.bmm(x.transpose(0, 1).float(), w.float()).transpose(0, 1).to(torch.bfloat16)
-    wf = w.float() * (1.0 if w_scale is None else float(w_scale))
-    return torch.bmm(x.transpose(0, 1).float(), wf).transpose(0, 1).to(torch.bfloat16)
+    """Per-head x @ w as SGLang's forward_mla: x [R, H, a] bf16, w [H, a, b] -> [R, H, b] bf16.
+
+    A bf16 bmm (f32 accumulate). An fp8 w is first dequantized to bf16 as `w.to(bf16) * w_scale`
+    (SGLang's CPU branch, forward_mla.py:562-568); ROCm instead runs an FP8 bmm with the
+    activation quantized, which this oracle does not reproduce.
+    """
+    if w.dtype != torch.bfloat16:
+        w = w.to(torch.bfloat16) * (1.0 if w_scale is None else float(w_scale))
+    return torch.bmm(x.transpose(0, 1).to(torch.bfloat16), w).transpose(0, 1)
 
 
 def attention_half(
@@ -102,11 +106,11 @@ def attention_half(
     r = hidden.shape[0]
     h_loc = w.q_b.shape[0] // geo.qk_head
     x, residual = ref.rms_norm(hidden, w.input_norm, geo.rms_eps, residual)
-    qkv = ref.block_fp8_linear(x, w.qkv_a, w.qkv_a_s)  # (R, q_lora + kv_lora + rope)
+    qkv = ref.linear(x, w.qkv_a, w.qkv_a_s)  # (R, q_lora + kv_lora + rope)
     q, k_nope, k_pe = qkv.split([geo.q_lora, geo.kv_lora, geo.qk_rope], dim=-1)
     q_lora, _ = ref.rms_norm(q.contiguous(), w.q_a_norm, geo.rms_eps)
     k_nope, _ = ref.rms_norm(k_nope.contiguous(), w.kv_a_norm, geo.rms_eps)
-    q_full = ref.block_fp8_linear(q_lora, w.q_b, w.q_b_s).view(r, h_loc, geo.qk_head)
+    q_full = ref.linear(q_lora, w.q_b, w.q_b_s).view(r, h_loc, geo.qk_head)
     q_nope, q_pe = q_full.split([geo.qk_nope, geo.qk_rope], dim=-1)  # (R, H, nope), (R, H, rope)
     q_nope_out = _absorb(q_nope, w.w_kc, w.w_scale)  # (R, H, kv_lora)
     q_pe = ref.rope_interleaved(q_pe, cos_sin)
@@ -118,7 +122,7 @@ def attention_half(
     q_cat = torch.cat((q_nope_out, q_pe), dim=-1)  # (R, H, kv_lora + rope)
     attn = ref.sparse_mla_decode(q_cat, kv_cache, topk_slots, scale=geo.softmax_scale, v_dim=geo.kv_lora)
     v = _absorb(attn, w.w_vc, w.w_scale).reshape(r, h_loc * geo.v_head)  # (R, H * v_head)
-    o = ref.block_fp8_linear(v, w.o_proj, w.o_proj_s)
+    o = ref.linear(v, w.o_proj, w.o_proj_s)
     return AttentionOut(o=o, residual=residual, x_normed=x, q_lora=q_lora, kv_rows=kv_rows)
 
 
