@@ -51,8 +51,6 @@ PAGE_SIZES = frozenset({64})
 # MTP verify as a chain: NEXTN is an alias SGLang resolves to EAGLE; one draft token a step.
 SPECULATIVE_ALGORITHMS = frozenset({None, "EAGLE", "NEXTN"})
 EAGLE_TOPKS = frozenset({None, 1})
-# checkpoint quantization the server may apply: the checkpoint's own block FP8 (None reads it from config)
-QUANTIZATIONS = frozenset({None, "fp8"})
 
 SERVER_ARGS = {
     "kv_cache_dtype": KV_CACHE_DTYPES,
@@ -60,7 +58,7 @@ SERVER_ARGS = {
     "dsa_decode_backend": DSA_DECODE_BACKENDS,
     "speculative_algorithm": SPECULATIVE_ALGORITHMS,
     "speculative_eagle_topk": EAGLE_TOPKS,
-    "quantization": QUANTIZATIONS,
+    # (no "quantization" entry: SGLang's ModelConfig already refuses one that differs from the checkpoint's)
     # the tail writes bf16 logits of a bf16 LM head, gathered over the whole TP group
     "enable_fp32_lm_head": frozenset({False}),
     "enable_dp_lm_head": frozenset({False}),
@@ -127,11 +125,9 @@ def _index_share_reasons(hf_config: Any) -> list[str]:
         if bad:
             reasons.append(f"config.indexer_types holds {bad}; accepted: 'full', 'shared'")
     if not layer_runs_indexer(hf_config, 0):
-        source = (
-            f"config.indexer_types[0] {types[0]!r}" if types is not None
-            else f"config.index_topk_pattern[0] {pattern[0]!r}" if pattern is not None
-            else "config.index_topk_freq / index_skip_topk_offset"
-        )
+        sources = [f"config.indexer_types[0] {types[0]!r}"] if types else []
+        sources += [f"config.index_topk_pattern[0] {pattern[0]!r}"] if pattern else []
+        source = " and ".join(sources) or "config.index_topk_freq / index_skip_topk_offset"
         reasons.append(f"{source} makes layer 0 share a previous layer's top-k; layer 0 must run its indexer ('full')")
     return reasons
 
