@@ -1,0 +1,84 @@
+"""Wait deadlines and error words: how a launch that misses a deadline stops and what the host reports.
+
+Every device-side wait polls a readiness word until it reaches its target or a deadline passes.
+On a miss the waiting program writes one error word (launch, stage, program, the stage it waited
+on, the value seen and the target, the step's epoch) into `err: [ERR_WORDS] int64` and every
+other waiting program sees `err[0] != 0` and drains, so the launch ends instead of hanging. The
+host reads the word after the step (`check_error`) and raises a RuntimeError that says where.
+Model-independent; imports nothing from SGLang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+ERR_WORDS = 8  # err: [8] int64 = [flag, launch, stage, program, waited_on, seen, target, epoch]
+ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
+
+# A spin-count bound is the portable deadline (Triton's interpreter, HIP, CUDA): one poll of a
+# readiness word is an L2 round trip, >= ~0.5 us on H200 (shared/examples/sync_probe.py: 0.5 us a
+# hand-off), so `deadline_s * POLLS_PER_S` polls last at least deadline_s / 2.
+POLLS_PER_S = 2_000_000
+MAX_POLLS = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Deadline:
+    """A wait bound on the device: `timer_ns` for a global-timer wait (CUDA), `polls` otherwise."""
+
+    seconds: float
+    timer_ns: int  # globaltimer nanoseconds a wait may last
+    polls: int  # polls a wait may make when no timer is used
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> "Deadline":
+        if not (seconds > 0):
+            raise ValueError(f"deadline_s {seconds!r} must be a positive number of seconds")
+        return cls(
+            seconds=float(seconds),
+            timer_ns=int(seconds * 1e9),
+            polls=max(1, min(MAX_POLLS, int(seconds * POLLS_PER_S))),
+        )
+
+
+def new_error_word(device) -> torch.Tensor:
+    """err: [ERR_WORDS] int64 zeros (healthy)."""
+    return torch.zeros(ERR_WORDS, dtype=torch.int64, device=device)
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorWord:
+    """A decoded error word."""
+
+    launch: int
+    stage: int
+    program: int
+    waited_on: int
+    seen: int
+    target: int
+    epoch: int
+
+    def describe(self, launch_names: dict[int, str] | None = None, stage_names: list[str] | None = None) -> str:
+        launch = (launch_names or {}).get(self.launch, str(self.launch))
+        sname = lambda i: stage_names[i] if stage_names and 0 <= i < len(stage_names) else str(i)  # noqa: E731
+        return (
+            f"launch {launch}: program {self.program} in stage {sname(self.stage)} missed its deadline "
+            f"waiting on stage {sname(self.waited_on)} (counter {self.seen}, target {self.target}, epoch {self.epoch})"
+        )
+
+
+def read_error(err: torch.Tensor) -> ErrorWord | None:
+    """The decoded error word, or None while healthy (synchronises: call it outside the step)."""
+    w = [int(v) for v in err.detach().to("cpu").tolist()]
+    if w[0] == 0:
+        return None
+    return ErrorWord(launch=w[1], stage=w[2], program=w[3], waited_on=w[4], seen=w[5], target=w[6], epoch=w[7])
+
+
+def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:
+    """Raise RuntimeError naming where a deadline was missed, if one was."""
+    e = read_error(err)
+    if e is not None:
+        raise RuntimeError("device deadline missed: " + e.describe(launch_names, stage_names))

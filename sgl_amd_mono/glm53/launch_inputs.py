@@ -1,0 +1,126 @@
+"""Random layer weights in SGLang's layouts and random decode / MTP-verify steps, for launch checks.
+
+Used by the CPU tests (tiny geometries under Triton's interpreter) and `test/kernels/glm53/*`
+(GLM-5.3's real TP-shard shapes on a GPU). Nothing here is a model's real weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from sgl_amd_mono.backends import reference as ref
+from sgl_amd_mono.glm53.config import GLM53_PRESET, Glm53Geometry, load_hf_config
+from sgl_amd_mono.glm53.layer import AttentionWeights, MoeWeights
+
+FP8 = torch.float8_e4m3fn
+
+
+def glm53_geometry() -> Glm53Geometry:
+    return Glm53Geometry.from_hf(load_hf_config("glm-5.3"))
+
+
+def tiny_geometry() -> Glm53Geometry:
+    """A GLM-5.3-shaped geometry small enough for Triton's interpreter (every dim a tile multiple)."""
+    geo = glm53_geometry()
+    return dataclasses.replace(
+        geo, hidden=256, heads=2, q_lora=128, kv_lora=128, qk_nope=64, qk_rope=64, v_head=128,
+        n_routed=16, top_k=2, moe_inter=128, index_topk=64, dense_inter=256, vocab=256,
+    )
+
+
+def _fp8_linear(n: int, k: int, g: torch.Generator, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """w: [n, k] fp8, ws: [ceil(n/128), k/128] f32, scaled so a unit-RMS input gives O(1) outputs."""
+    w = (torch.randn(n, k, generator=g) * 0.5).to(FP8)
+    ws = (torch.rand(-(-n // 128), k // 128, generator=g) + 0.5) / (0.5 * k**0.5)
+    return w.to(device), ws.to(device)
+
+
+def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu") -> tuple[AttentionWeights, MoeWeights]:
+    g = torch.Generator().manual_seed(seed)
+    s = geo.shard(tp)
+    h, d = s.heads, geo.hidden
+    norm = lambda n: (1.0 + 0.1 * torch.randn(n, generator=g)).to(torch.bfloat16).to(device)  # noqa: E731
+    qkv_a, qkv_a_s = _fp8_linear(geo.qkv_a_out, d, g, device)
+    q_b, q_b_s = _fp8_linear(h * geo.qk_head, geo.q_lora, g, device)
+    o_proj, o_proj_s = _fp8_linear(d, h * geo.v_head, g, device)
+    # w_kc [H, nope, kvl] strides (nope*kvl, 1, nope); w_vc [H, kvl, vh] strides (vh*kvl, 1, kvl): SGLang's
+    w_kc = (torch.randn(h, geo.kv_lora, geo.qk_nope, generator=g) / geo.qk_nope**0.5).to(torch.bfloat16)
+    w_vc = (torch.randn(h, geo.v_head, geo.kv_lora, generator=g) / geo.kv_lora**0.5).to(torch.bfloat16)
+    attn = AttentionWeights(
+        input_norm=norm(d), qkv_a=qkv_a, qkv_a_s=qkv_a_s, q_a_norm=norm(geo.q_lora), kv_a_norm=norm(geo.kv_lora),
+        q_b=q_b, q_b_s=q_b_s, w_kc=w_kc.to(device).transpose(1, 2), w_vc=w_vc.to(device).transpose(1, 2),
+        o_proj=o_proj, o_proj_s=o_proj_s, post_norm=norm(d),
+    )
+    e, i = geo.n_routed + 1, s.moe_inter
+    w13 = (torch.randn(e, 2 * i, d, generator=g) * 0.5).to(FP8)
+    w13_s = (torch.rand(e, 2 * i // 128, d // 128, generator=g) + 0.5) / (0.5 * d**0.5)
+    w2 = (torch.randn(e, d, i, generator=g) * 0.5).to(FP8)
+    w2_s = (torch.rand(e, d // 128, i // 128, generator=g) + 0.5) / (0.5 * i**0.5)
+    moe = MoeWeights(
+        gate=(torch.randn(geo.n_routed, d, generator=g) / d**0.5).to(torch.bfloat16).to(device),
+        bias=(0.1 * torch.randn(geo.n_routed, generator=g)).to(device),
+        w13=w13.to(device), w13_s=w13_s.to(device), w2=w2.to(device), w2_s=w2_s.to(device),
+    )
+    return attn, moe
+
+
+@dataclasses.dataclass
+class Step:
+    """One step's inputs (see launch_shared's docstring for shapes)."""
+
+    hidden: torch.Tensor
+    residual: torch.Tensor
+    cos_sin: torch.Tensor
+    kv_cache: torch.Tensor  # [S, kv_cache_dim] bf16, or uint8 holding fp8 (SGLang's store dtype)
+    out_loc: torch.Tensor
+    topk_slots: torch.Tensor
+    live: int  # rows 0..live-1 are live; the rest are pad rows (out_loc 0)
+
+
+def random_step(geo: Glm53Geometry, *, width: int, context: int, kv_dtype: torch.dtype, seed: int = 0,
+                device="cpu", mtp: bool = False, pad_rows: int = 0, invalid_frac: float = 0.05) -> Step:
+    """A step over a cache of `context` rows (+1 dummy slot 0). Top-k: distinct slots in [1, context),
+    some -1. mtp: row j also attends the new rows of rows 0..j (its causal prefix, written this step)."""
+    g = torch.Generator().manual_seed(seed)
+    r, k, d = width, geo.index_topk, geo.hidden
+    if context < k + r + 1:
+        raise ValueError(f"context {context} is too small for index_topk {k} and width {r}")
+    hidden = torch.randn(r, d, generator=g).to(torch.bfloat16)
+    residual = (2.0 * torch.randn(r, d, generator=g)).to(torch.bfloat16)
+    positions = torch.randint(0, 1 << 20, (r,), generator=g)
+    cos_sin = ref.rope_cos_sin(positions, rotary_dim=geo.qk_rope, theta=geo.rope_theta)
+    cache = torch.randn(context + 1, geo.kv_cache_dim, generator=g)
+    cache = cache.to(torch.bfloat16) if kv_dtype == torch.bfloat16 else cache.to(FP8).view(torch.uint8)
+    live = r - pad_rows
+    out_loc = torch.zeros(r, dtype=torch.int64)
+    out_loc[:live] = torch.randperm(context - 1, generator=g)[:live] + 1
+    topk = torch.empty(r, k, dtype=torch.int32)
+    for j in range(r):
+        cand = torch.randperm(context - 1, generator=g)[:k] + 1
+        cand = cand[~torch.isin(cand, out_loc[:live])][: k]
+        row = torch.full((k,), -1, dtype=torch.int64)
+        row[: cand.numel()] = cand
+        if mtp and j < live:
+            row[: j + 1] = out_loc[: j + 1]
+        drop = torch.rand(k, generator=g) < invalid_frac
+        if mtp and j < live:
+            drop[: j + 1] = False
+        row[drop] = -1
+        topk[j] = row.to(torch.int32)[torch.randperm(k, generator=g)]
+    to = lambda t: t.to(device)  # noqa: E731
+    return Step(to(hidden), to(residual), to(cos_sin), to(cache), to(out_loc), to(topk), live)
+
+
+def oracle(geo, attn_w, moe_w, step: Step) -> tuple[dict, torch.Tensor]:
+    """layer.shared_layer on a copy of the step's cache: (outputs, the cache after the step)."""
+    from sgl_amd_mono.glm53 import layer
+
+    kv = step.kv_cache.clone()
+    kv_logical = kv.view(FP8) if kv.dtype == torch.uint8 else kv
+    outs = layer.shared_layer(
+        geo, attn_w, moe_w, hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
+        kv_cache=kv_logical, out_loc=step.out_loc, topk_slots=step.topk_slots,
+    )
+    return outs, kv

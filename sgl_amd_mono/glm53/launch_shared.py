@@ -1,0 +1,283 @@
+"""Binds one GLM-5.3 MoE layer's SGLang tensors to the Triton "shared" launch, and builds it per width.
+
+`build_shared(geo, attn_w, moe_w, tp=, width=, kv_dtype=, device=, options=)` checks what the
+launch was built for (refusing anything else with a ValueError sentence), describes the launch
+as a `LaunchProgram` and runs the static checks, allocates the per-width outputs and scratch,
+and returns a `SharedLaunch` whose call runs one step:
+
+  hidden: [R, D] bf16 ; residual: [R, D] bf16 ; cos_sin: [R, rope] f32 ;
+  kv_cache: [S, kv_lora + rope] or [S, 1, kv_lora + rope] bf16, or fp8 e4m3fn / uint8 (SGLang's
+  fp8 store dtype), written in place at out_loc: [R] int64 (pad rows: slot 0) ;
+  topk_slots: [R, index_topk] int32 physical slots, -1 = none.
+  Returns {"out", "residual", "o": [R, D] bf16, "ids": [R, top_k + 1] int32, "weights": [R, top_k + 1] f32},
+  views of the launch's own static buffers (CUDA-graph safe: no host write between steps).
+
+Weights are read in place (SGLang's layouts, `glm53/layer.py`): w_kc / w_vc through their
+strides, experts as [E + 1, ...] with expert E the fused shared one. No copy is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Optional
+
+import torch
+
+from sgl_amd_mono.common import guard, program
+from sgl_amd_mono.glm53.config import Glm53Geometry
+from sgl_amd_mono.glm53.layer import AttentionWeights, MoeWeights
+
+log = logging.getLogger(__name__)
+
+WIDTHS = (1, 2, 4, 8)
+TPS = (1, 8)
+KV_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8_e4m3"}
+NUM_WARPS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """How a launch is built (the subset of SGLang's BuildContext a launch reads)."""
+
+    deadline_s: float = 2.0  # every device wait's bound
+    placement: str = "persistent"  # "persistent" (grid = resident programs) or "sequential" (grid 1)
+    n_programs: Optional[int] = None  # persistent grid; default: the device's SM count
+    skip_arrive: int = -1  # a planted missing arrival at this stage (deadline tests only)
+    launch_id: int = 0  # named in error words
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _refusals(geo: Glm53Geometry, tp: int, width: int, kv_dtype: torch.dtype, attn_w, moe_w) -> list[str]:
+    bad = []
+    if width not in WIDTHS:
+        bad.append(f"width {width} is not one of the built widths {WIDTHS}")
+    if tp not in TPS:
+        bad.append(f"TP shard tp={tp} is not one of {TPS}")
+    if kv_dtype not in KV_DTYPES:
+        bad.append(f"kv cache dtype {kv_dtype} is not one of {[str(d) for d in KV_DTYPES]}")
+    try:
+        s = geo.shard(tp)
+    except ValueError as e:
+        return bad + [str(e)]
+    g = geo
+    checks = [
+        (g.hidden % 128 == 0, f"hidden {g.hidden} is not a multiple of 128"),
+        (g.q_lora & (g.q_lora - 1) == 0 and g.q_lora % 128 == 0, f"q_lora {g.q_lora} is not a power of two >= 128"),
+        (g.kv_lora & (g.kv_lora - 1) == 0 and g.kv_lora % 128 == 0, f"kv_lora {g.kv_lora} is not a power of two >= 128"),
+        (g.qk_rope & (g.qk_rope - 1) == 0 and g.qk_rope >= 32, f"qk_rope {g.qk_rope} is not a power of two >= 32"),
+        (g.qk_nope % 64 == 0, f"qk_nope {g.qk_nope} is not a multiple of 64"),
+        (g.v_head % 128 == 0, f"v_head {g.v_head} is not a multiple of 128"),
+        ((s.heads * g.v_head) % 128 == 0, f"heads*v_head {s.heads * g.v_head} is not a multiple of 128"),
+        (s.moe_inter % 128 == 0, f"moe_inter/tp {s.moe_inter} is not a multiple of 128"),
+        (g.index_topk % 32 == 0, f"index_topk {g.index_topk} is not a multiple of 32"),
+        (g.n_shared == 1, f"n_shared {g.n_shared} is not 1 (the launch fuses exactly one shared expert)"),
+        (g.top_k + 1 <= 16, f"top_k {g.top_k} + 1 exceeds 16"),
+    ]
+    bad += [msg for good, msg in checks if not good]
+    if attn_w is not None:
+        if attn_w.w_kc.dtype != torch.bfloat16 or attn_w.w_vc.dtype != torch.bfloat16:
+            bad.append(f"w_kc/w_vc dtype {attn_w.w_kc.dtype}/{attn_w.w_vc.dtype} is not bf16 (the CUDA layout)")
+        want = {
+            "qkv_a": (g.qkv_a_out, g.hidden), "q_b": (s.heads * g.qk_head, g.q_lora),
+            "o_proj": (g.hidden, s.heads * g.v_head), "w_kc": (s.heads, g.qk_nope, g.kv_lora),
+            "w_vc": (s.heads, g.kv_lora, g.v_head),
+        }
+        for name, shape in want.items():
+            got = tuple(getattr(attn_w, name).shape)
+            if got != shape:
+                bad.append(f"attention weight {name} has shape {got}, the tp={tp} shard needs {shape}")
+    if moe_w is not None:
+        want = {
+            "gate": (g.n_routed, g.hidden), "w13": (g.n_routed + 1, 2 * s.moe_inter, g.hidden),
+            "w2": (g.n_routed + 1, g.hidden, s.moe_inter),
+        }
+        for name, shape in want.items():
+            got = tuple(getattr(moe_w, name).shape)
+            if got != shape:
+                bad.append(f"moe weight {name} has shape {got}, the tp={tp} shard needs {shape}")
+    return bad
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    bn_a: int = 32
+    bn_b: int = 32
+    bn_o: int = 64
+    bu: int = 32
+    bd: int = 128
+    bc: int = 256
+    att_blk: int = 32
+    nsplit: int = 16
+
+
+def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> program.LaunchProgram:
+    """The shared launch as stages and tasks (what the kernel's loops run), for the static checks."""
+    s = geo.shard(tp)
+    r, h, d = width, s.heads, geo.hidden
+    hg = -(-h // 16)
+    maxu = min(width * geo.top_k, geo.n_routed) + 1
+    st = program.Stage
+    cdiv = lambda a, b: -(-a // b)  # noqa: E731
+    stages = [
+        st("norm1", r, ("hidden", "residual"), ("res1", "xn1")),
+        st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a), ("xn1",), ("qkv",)),
+        st("latent", r, ("qkv", "cos_sin", "out_loc"), ("ql", "kv_cache"), cache_rows=lambda t: (t,)),
+        st("q_b", cdiv(h * geo.qk_head, tiles.bn_b), ("ql",), ("qfull",)),
+        st("absorb", h * (geo.kv_lora // 128), ("qfull", "cos_sin"), ("qcat",)),
+        st("attn", r * hg * tiles.nsplit, ("qcat", "kv_cache", "topk"), ("pm", "pl", "pacc")),
+        st("w_uv", h * (geo.v_head // 128), ("pm", "pl", "pacc"), ("v",)),
+        st("o_proj", cdiv(d, tiles.bn_o), ("v",), ("o",)),
+        st("norm2", r, ("o", "res1"), ("res_out", "xn2")),
+        st("gate", cdiv(geo.n_routed, 16), ("xn2",), ("logits",)),
+        st("route", 1, ("logits",), ("ids", "weights", "uniq", "wmat", "n_uniq")),
+        st("up", maxu * (s.moe_inter // tiles.bu), ("xn2", "uniq", "n_uniq"), ("act",)),
+        st("down", maxu * (d // tiles.bd), ("act", "uniq", "wmat", "n_uniq"), ("part",)),
+        st("combine", cdiv(d, tiles.bc), ("part", "wmat", "n_uniq"), ("out",)),
+    ]
+    scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles)
+    nbytes = {k: math.prod(shape) * torch.empty((), dtype=dt).element_size() for k, (shape, dt) in scratch.items()}
+    return program.LaunchProgram(
+        name=f"shared[tp{tp},w{width}]", stages=stages,
+        inputs=("hidden", "residual", "cos_sin", "out_loc", "topk", "kv_cache"), scratch=nbytes, rows=width,
+    )
+
+
+def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> dict:
+    s = geo.shard(tp)
+    r, h, d = width, s.heads, geo.hidden
+    maxu = min(width * geo.top_k, geo.n_routed) + 1
+    f32, bf16, i32 = torch.float32, torch.bfloat16, torch.int32
+    return {
+        "res1": ((r, d), bf16), "xn1": ((r, d), bf16), "qkv": ((r, geo.qkv_a_out), bf16),
+        "ql": ((r, geo.q_lora), bf16), "qfull": ((r, h * geo.qk_head), bf16),
+        "qcat": ((r, h, geo.kv_cache_dim), bf16), "pm": ((r, tiles.nsplit, h), f32),
+        "pl": ((r, tiles.nsplit, h), f32), "pacc": ((r, tiles.nsplit, h, geo.kv_lora), f32),
+        "v": ((r, h * geo.v_head), bf16), "xn2": ((r, d), bf16), "logits": ((r, geo.n_routed), f32),
+        "n_uniq": ((1,), i32), "uniq": ((maxu + 1,), i32), "wmat": ((maxu + 1, 16), f32),
+        "act": ((maxu, 16, s.moe_inter), bf16), "part": ((maxu, 16, d), f32),
+    }
+
+
+SCRATCH_LIMIT = 512 * 2**20  # bytes a launch may take for scratch
+
+
+class SharedLaunch:
+    """One built shared launch (one width, one TP shard, one KV dtype); call it once per step."""
+
+    def __init__(self, geo, attn_w, moe_w, *, tp, width, kv_dtype, device, options: LaunchOptions, tiles: Tiles):
+        self.geo, self.attn_w, self.moe_w = geo, attn_w, moe_w
+        self.tp, self.width, self.kv_dtype, self.options, self.tiles = tp, width, kv_dtype, options, tiles
+        self.device = torch.device(device)
+        self.shard = geo.shard(tp)
+        self.program = describe(geo, tp=tp, width=width, tiles=tiles)
+        self.interpret = self.device.type == "cpu"
+        if options.placement == "sequential":
+            self.n_programs = 1
+        elif options.placement == "persistent":
+            if self.device.type != "cuda":
+                raise ValueError(f"placement 'persistent' needs a GPU device, got {self.device}")
+            n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
+            self.n_programs = options.n_programs or n_sm
+        else:
+            raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
+        placement = program.place_round_robin(self.program, self.n_programs)
+        program.check_all(self.program, placement, SCRATCH_LIMIT)
+        self.deadline = guard.Deadline.from_seconds(options.deadline_s)
+        self.timer = self.device.type == "cuda" and torch.version.hip is None
+        self.bound = self.deadline.timer_ns if self.timer else self.deadline.polls
+        mk = lambda shape, dt: torch.zeros(shape, dtype=dt, device=self.device)  # noqa: E731
+        self.scratch = {k: mk(shape, dt) for k, (shape, dt) in _scratch_shapes(geo, tp=tp, width=width, tiles=tiles).items()}
+        r, d = width, geo.hidden
+        self.out = {
+            "out": mk((r, d), torch.bfloat16), "residual": mk((r, d), torch.bfloat16), "o": mk((r, d), torch.bfloat16),
+            "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
+        }
+        self.sync = mk((1 + len(self.program.stages),), torch.int32)
+        self.err = guard.new_error_word(self.device)
+        self.copies_bytes = 0
+        log.info("%s: weights bound in place, copies made: none (%d bytes); scratch %.1f MiB; grid %d",
+                 self.program.name, self.copies_bytes, sum(self.program.scratch.values()) / 2**20, self.n_programs)
+        self._checked_resident = self.interpret
+
+    def reset_sync(self) -> None:
+        """Zero the epoch, counters and error word (after a missed deadline; never needed otherwise)."""
+        self.sync.zero_()
+        self.err.zero_()
+
+    def check_error(self) -> None:
+        guard.check_error(self.err, {self.options.launch_id: self.program.name}, self.program.stage_names())
+
+    def _check_inputs(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots) -> torch.Tensor:
+        g, r = self.geo, self.width
+        want = {"hidden": (hidden, (r, g.hidden), torch.bfloat16), "residual": (residual, (r, g.hidden), torch.bfloat16),
+                "cos_sin": (cos_sin, (r, g.qk_rope), torch.float32), "out_loc": (out_loc, (r,), torch.int64),
+                "topk_slots": (topk_slots, (r, g.index_topk), torch.int32)}
+        bad = [f"{n} is {tuple(t.shape)} {t.dtype}, the launch was built for {s} {dt}"
+               for n, (t, s, dt) in want.items() if tuple(t.shape) != s or t.dtype != dt or not t.is_contiguous()]
+        kv = kv_cache.view(kv_cache.shape[0], -1) if kv_cache.dim() == 3 else kv_cache
+        kv_dt = torch.float8_e4m3fn if kv.dtype == torch.uint8 else kv.dtype
+        if kv_dt != self.kv_dtype or kv.shape[-1] != g.kv_cache_dim or kv.stride(-1) != 1:
+            bad.append(f"kv_cache is {tuple(kv_cache.shape)} {kv_cache.dtype}, the launch was built for "
+                       f"[S, {g.kv_cache_dim}] {self.kv_dtype}")
+        if bad:
+            raise ValueError("; ".join(bad))
+        return kv.view(torch.float8_e4m3fn) if kv.dtype == torch.uint8 else kv
+
+    def __call__(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots):
+        from sgl_amd_mono.backends.triton.shared_layer import shared_layer_kernel
+
+        kv = self._check_inputs(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
+        g, a, m, sc, t = self.geo, self.attn_w, self.moe_w, self.scratch, self.tiles
+        s = self.shard
+        args = (
+            hidden, residual, cos_sin, out_loc, topk_slots, kv, kv.stride(0),
+            a.input_norm, a.qkv_a, a.qkv_a_s, a.q_a_norm, a.kv_a_norm, a.q_b, a.q_b_s,
+            a.w_kc, *a.w_kc.stride(), a.w_vc, *a.w_vc.stride(), a.o_proj, a.o_proj_s, a.post_norm,
+            m.gate, m.bias, m.w13, m.w13_s, m.w2, m.w2_s,
+            self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
+            sc["res1"], sc["xn1"], sc["qkv"], sc["ql"], sc["qfull"], sc["qcat"], sc["pm"], sc["pl"], sc["pacc"],
+            sc["v"], sc["xn2"], sc["logits"], sc["n_uniq"], sc["uniq"], sc["wmat"], sc["act"], sc["part"],
+            self.sync, self.err, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
+        )
+        meta = dict(
+            R=self.width, D=g.hidden, QL=g.q_lora, KVL=g.kv_lora, ROPE=g.qk_rope, NOPE=g.qk_nope, VH=g.v_head,
+            H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
+            I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
+            BN_A=t.bn_a, BN_B=t.bn_b, BN_O=t.bn_o, BU=min(t.bu, s.moe_inter), BD=min(t.bd, g.hidden),
+            BC=min(t.bc, g.hidden), ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024),
+            NPROG=self.n_programs, TIMER=self.timer, SKIP_ARRIVE=self.options.skip_arrive,
+        )
+        grid = (self.n_programs,)
+        if not self._checked_resident:
+            k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=NUM_WARPS, **meta)
+            if hasattr(k, "_init_handles"):
+                k._init_handles()
+            props = torch.cuda.get_device_properties(self.device)
+            resident = program.resident_programs(
+                n_sm=props.multi_processor_count, regs_per_thread=k.n_regs, num_warps=NUM_WARPS,
+                shared_bytes=k.metadata.shared)
+            program.check_resident(self.program.name, self.n_programs, resident)
+            self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": k.metadata.shared,
+                              "resident": resident}
+            log.info("%s: %s", self.program.name, self.resources)
+            self._checked_resident = True
+        shared_layer_kernel[grid](*args, num_warps=NUM_WARPS, **meta)
+        return self.out
+
+
+def build_shared(geo: Glm53Geometry, attn_w: AttentionWeights, moe_w: MoeWeights, *, tp: int, width: int,
+                 kv_dtype: torch.dtype, device, options: LaunchOptions = LaunchOptions(),
+                 tiles: Tiles = Tiles()) -> SharedLaunch:
+    """Build the shared launch for one width / TP shard / KV dtype; ValueError names what it was not built for."""
+    bad = _refusals(geo, tp, width, kv_dtype, attn_w, moe_w)
+    if bad:
+        raise ValueError("shared launch refused: " + "; ".join(bad))
+    if geo.index_topk % tiles.nsplit or (geo.index_topk // tiles.nsplit) % tiles.att_blk:
+        tiles = dataclasses.replace(tiles, nsplit=max(1, geo.index_topk // 128))
+    return SharedLaunch(geo, attn_w, moe_w, tp=tp, width=width, kv_dtype=kv_dtype, device=device,
+                        options=options, tiles=tiles)
