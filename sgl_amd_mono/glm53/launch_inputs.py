@@ -32,36 +32,37 @@ def tiny_geometry() -> Glm53Geometry:
 
 def _fp8_linear(n: int, k: int, g: torch.Generator, device) -> tuple[torch.Tensor, torch.Tensor]:
     """w: [n, k] fp8, ws: [ceil(n/128), k/128] f32, scaled so a unit-RMS input gives O(1) outputs."""
-    w = (torch.randn(n, k, generator=g) * 0.5).to(FP8)
-    ws = (torch.rand(-(-n // 128), k // 128, generator=g) + 0.5) / (0.5 * k**0.5)
-    return w.to(device), ws.to(device)
+    w = (torch.randn(n, k, generator=g, device=device) * 0.5).to(FP8)
+    ws = (torch.rand(-(-n // 128), k // 128, generator=g, device=device) + 0.5) / (0.5 * k**0.5)
+    return w, ws
 
 
 def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu") -> tuple[AttentionWeights, MoeWeights]:
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)
     s = geo.shard(tp)
     h, d = s.heads, geo.hidden
-    norm = lambda n: (1.0 + 0.1 * torch.randn(n, generator=g)).to(torch.bfloat16).to(device)  # noqa: E731
+    norm = lambda n: (1.0 + 0.1 * torch.randn(n, generator=g, device=device)).to(torch.bfloat16)  # noqa: E731
     qkv_a, qkv_a_s = _fp8_linear(geo.qkv_a_out, d, g, device)
     q_b, q_b_s = _fp8_linear(h * geo.qk_head, geo.q_lora, g, device)
     o_proj, o_proj_s = _fp8_linear(d, h * geo.v_head, g, device)
     # w_kc [H, nope, kvl] strides (nope*kvl, 1, nope); w_vc [H, kvl, vh] strides (vh*kvl, 1, kvl): SGLang's
-    w_kc = (torch.randn(h, geo.kv_lora, geo.qk_nope, generator=g) / geo.qk_nope**0.5).to(torch.bfloat16)
-    w_vc = (torch.randn(h, geo.v_head, geo.kv_lora, generator=g) / geo.kv_lora**0.5).to(torch.bfloat16)
+    w_kc = (torch.randn(h, geo.kv_lora, geo.qk_nope, generator=g, device=device) / geo.qk_nope**0.5).to(torch.bfloat16)
+    w_vc = (torch.randn(h, geo.v_head, geo.kv_lora, generator=g, device=device) / geo.kv_lora**0.5).to(torch.bfloat16)
     attn = AttentionWeights(
         input_norm=norm(d), qkv_a=qkv_a, qkv_a_s=qkv_a_s, q_a_norm=norm(geo.q_lora), kv_a_norm=norm(geo.kv_lora),
-        q_b=q_b, q_b_s=q_b_s, w_kc=w_kc.to(device).transpose(1, 2), w_vc=w_vc.to(device).transpose(1, 2),
+        q_b=q_b, q_b_s=q_b_s, w_kc=w_kc.transpose(1, 2), w_vc=w_vc.transpose(1, 2),
         o_proj=o_proj, o_proj_s=o_proj_s, post_norm=norm(d),
     )
     e, i = geo.n_routed + 1, s.moe_inter
-    w13 = (torch.randn(e, 2 * i, d, generator=g) * 0.5).to(FP8)
-    w13_s = (torch.rand(e, 2 * i // 128, d // 128, generator=g) + 0.5) / (0.5 * d**0.5)
-    w2 = (torch.randn(e, d, i, generator=g) * 0.5).to(FP8)
-    w2_s = (torch.rand(e, d // 128, i // 128, generator=g) + 0.5) / (0.5 * i**0.5)
+    kw = dict(generator=g, device=device)
+    w13 = torch.cat([(torch.randn(1, 2 * i, d, **kw) * 0.5).to(FP8) for _ in range(e)])
+    w13_s = (torch.rand(e, 2 * i // 128, d // 128, **kw) + 0.5) / (0.5 * d**0.5)
+    w2 = torch.cat([(torch.randn(1, d, i, **kw) * 0.5).to(FP8) for _ in range(e)])
+    w2_s = (torch.rand(e, d // 128, i // 128, **kw) + 0.5) / (0.5 * i**0.5)
     moe = MoeWeights(
-        gate=(torch.randn(geo.n_routed, d, generator=g) / d**0.5).to(torch.bfloat16).to(device),
-        bias=(0.1 * torch.randn(geo.n_routed, generator=g)).to(device),
-        w13=w13.to(device), w13_s=w13_s.to(device), w2=w2.to(device), w2_s=w2_s.to(device),
+        gate=(torch.randn(geo.n_routed, d, **kw) / d**0.5).to(torch.bfloat16),
+        bias=0.1 * torch.randn(geo.n_routed, **kw),
+        w13=w13, w13_s=w13_s, w2=w2, w2_s=w2_s,
     )
     return attn, moe
 
@@ -124,3 +125,32 @@ def oracle(geo, attn_w, moe_w, step: Step) -> tuple[dict, torch.Tensor]:
         kv_cache=kv_logical, out_loc=step.out_loc, topk_slots=step.topk_slots,
     )
     return outs, kv
+
+
+def meta_weights(geo: Glm53Geometry, *, tp: int) -> tuple[AttentionWeights, MoeWeights]:
+    """Weights on the meta device (shapes, dtypes and SGLang's strides only), for AOT compiles."""
+    s = geo.shard(tp)
+    h, d, e, i = s.heads, geo.hidden, geo.n_routed + 1, s.moe_inter
+    m = lambda *shape, dt=torch.float32: torch.empty(*shape, dtype=dt, device="meta")  # noqa: E731
+    cd = lambda a: -(-a // 128)  # noqa: E731
+    attn = AttentionWeights(
+        input_norm=m(d, dt=torch.bfloat16), qkv_a=m(geo.qkv_a_out, d, dt=FP8), qkv_a_s=m(cd(geo.qkv_a_out), d // 128),
+        q_a_norm=m(geo.q_lora, dt=torch.bfloat16), kv_a_norm=m(geo.kv_lora, dt=torch.bfloat16),
+        q_b=m(h * geo.qk_head, geo.q_lora, dt=FP8), q_b_s=m(cd(h * geo.qk_head), geo.q_lora // 128),
+        w_kc=m(h, geo.kv_lora, geo.qk_nope, dt=torch.bfloat16).transpose(1, 2),
+        w_vc=m(h, geo.v_head, geo.kv_lora, dt=torch.bfloat16).transpose(1, 2),
+        o_proj=m(d, h * geo.v_head, dt=FP8), o_proj_s=m(d // 128, cd(h * geo.v_head)), post_norm=m(d, dt=torch.bfloat16),
+    )
+    moe = MoeWeights(
+        gate=m(geo.n_routed, d, dt=torch.bfloat16), bias=m(geo.n_routed), w13=m(e, 2 * i, d, dt=FP8),
+        w13_s=m(e, 2 * i // 128, d // 128), w2=m(e, d, i, dt=FP8), w2_s=m(e, d // 128, i // 128),
+    )
+    return attn, moe
+
+
+def meta_step(geo: Glm53Geometry, *, width: int, context: int, kv_dtype: torch.dtype) -> Step:
+    m = lambda *shape, dt: torch.empty(*shape, dtype=dt, device="meta")  # noqa: E731
+    kv_dt = torch.bfloat16 if kv_dtype == torch.bfloat16 else torch.uint8
+    return Step(m(width, geo.hidden, dt=torch.bfloat16), m(width, geo.hidden, dt=torch.bfloat16),
+                m(width, geo.qk_rope, dt=torch.float32), m(context + 1, geo.kv_cache_dim, dt=kv_dt),
+                m(width, dt=torch.int64), m(width, geo.index_topk, dt=torch.int32), width)

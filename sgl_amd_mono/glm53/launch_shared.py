@@ -179,10 +179,13 @@ class SharedLaunch:
         if options.placement == "sequential":
             self.n_programs = 1
         elif options.placement == "persistent":
-            if self.device.type != "cuda":
-                raise ValueError(f"placement 'persistent' needs a GPU device, got {self.device}")
-            n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
-            self.n_programs = options.n_programs or n_sm
+            if self.device.type == "cuda":
+                n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
+                self.n_programs = options.n_programs or n_sm
+            elif self.device.type == "meta" and options.n_programs:  # AOT compiles (survey)
+                self.n_programs = options.n_programs
+            else:
+                raise ValueError(f"placement 'persistent' needs a GPU device (or meta with n_programs), got {self.device}")
         else:
             raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
         placement = program.place_round_robin(self.program, self.n_programs)
@@ -202,7 +205,7 @@ class SharedLaunch:
         self.copies_bytes = 0
         log.info("%s: weights bound in place, copies made: none (%d bytes); scratch %.1f MiB; grid %d",
                  self.program.name, self.copies_bytes, sum(self.program.scratch.values()) / 2**20, self.n_programs)
-        self._checked_resident = self.interpret
+        self._checked_resident = self.device.type != "cuda"
 
     def reset_sync(self) -> None:
         """Zero the epoch, counters and error word (after a missed deadline; never needed otherwise)."""
@@ -228,9 +231,8 @@ class SharedLaunch:
             raise ValueError("; ".join(bad))
         return kv.view(torch.float8_e4m3fn) if kv.dtype == torch.uint8 else kv
 
-    def __call__(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots):
-        from sgl_amd_mono.backends.triton.shared_layer import shared_layer_kernel
-
+    def kernel_args(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots, *, timer=None):
+        """(args, constexprs) of `shared_layer_kernel` for one step (also used by AOT compiles)."""
         kv = self._check_inputs(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         g, a, m, sc, t = self.geo, self.attn_w, self.moe_w, self.scratch, self.tiles
         s = self.shard
@@ -250,8 +252,14 @@ class SharedLaunch:
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
             BN_A=t.bn_a, BN_B=t.bn_b, BN_O=t.bn_o, BU=min(t.bu, s.moe_inter), BD=min(t.bd, g.hidden),
             BC=min(t.bc, g.hidden), ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024),
-            NPROG=self.n_programs, TIMER=self.timer, SKIP_ARRIVE=self.options.skip_arrive,
+            NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
         )
+        return args, meta
+
+    def __call__(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots):
+        from sgl_amd_mono.backends.triton.shared_layer import shared_layer_kernel
+
+        args, meta = self.kernel_args(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         grid = (self.n_programs,)
         if not self._checked_resident:
             k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=NUM_WARPS, **meta)

@@ -50,9 +50,9 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
     ok = (seen >= target).to(tl.int32)
     if ok == 0:
-        first = tl.atomic_cas(err_ptr, 0, ERR_FLAG, sem="acq_rel")
+        z = seen.to(tl.int64) * 0
+        first = tl.atomic_cas(err_ptr, z, z + ERR_FLAG, sem="acq_rel")
         if first == 0:  # the first program to miss writes where
-            z = seen.to(tl.int64) * 0
             tl.store(err_ptr + 1, (z + launch_id).to(tl.int64))
             tl.store(err_ptr + 2, (z + stage).to(tl.int64))
             tl.store(err_ptr + 3, (z + pid).to(tl.int64))

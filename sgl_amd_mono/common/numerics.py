@@ -1,0 +1,49 @@
+"""Metrics (max_abs, rel, cosine), named bounds `<launch>.<output>.<metric>`, and their report.
+
+A bound passes when the metric is within its limit (cosine: at least the limit). Every bound is
+shipped with a negative control (a planted error) that must fail it; `report` prints both.
+Model-independent; imports nothing from SGLang.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+
+def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.float() - b.float()).abs().max().item() if a.numel() else 0.0
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b|| in f64."""
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp(min=1e-30)).item()
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0).item()
+
+
+METRICS = {"max_abs": max_abs, "rel": rel, "cosine": cosine}
+
+
+def measure(name: str, a: torch.Tensor, b: torch.Tensor) -> float:
+    """The metric named by the last part of `name` (e.g. "shared.out.rel")."""
+    metric = name.rsplit(".", 1)[-1]
+    if metric not in METRICS:
+        raise ValueError(f"bound {name!r}: metric {metric!r} is not one of {sorted(METRICS)}")
+    return METRICS[metric](a, b)
+
+
+def passes(name: str, value: float, limit: float) -> bool:
+    if value != value:  # NaN never passes
+        return False
+    return value >= limit if name.endswith(".cosine") else value <= limit
+
+
+def digest(t: torch.Tensor) -> str:
+    """sha256 of a tensor's bytes (first 16 hex digits)."""
+    b = t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(b).hexdigest()[:16]
