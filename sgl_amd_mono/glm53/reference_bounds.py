@@ -32,7 +32,7 @@ BOUNDS: dict[str, float] = {
     "reference.router_logits.rel": 0.02,  # f32 logits vs SGLang's CPU bf16 gate output
     "reference.kv_row.rel": 0.03,  # cached rows vs SGLang's kv_a_layernorm + rope (fp8 cache: one e4m3 step)
     "reference.index_k.rel": 0.12, # cached index keys (fp8 × scale) vs SGLang's wk/k_norm/rope
-    "reference.index_scores.rel": 0.02,  # f32 dots vs fp8_paged_mqa_logits_torch's bf16 bmm
+    "reference.index_scores.rel": 0.008,  # f32 dots vs fp8_paged_mqa_logits_torch's bf16 bmm
 }
 
 
