@@ -31,6 +31,8 @@ from sgl_amd_mono.glm53.layer import AttentionWeights, MoeWeights
 
 log = logging.getLogger(__name__)
 
+from sgl_amd_mono.backends.triton.shared_layer import STAGES as STAGE_NAMES  # noqa: E402
+
 WIDTHS = (1, 2, 4, 8)
 TPS = (1, 8)
 KV_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8_e4m3"}
@@ -46,6 +48,7 @@ class LaunchOptions:
     n_programs: Optional[int] = None  # persistent grid; default: the device's SM count
     skip_arrive: int = -1  # a planted missing arrival at this stage (deadline tests only)
     launch_id: int = 0  # named in error words
+    skip_mask: int = 0  # timing variants only: bit s set = stage s runs no tasks (results invalid)
 
 
 def _pow2(n: int) -> int:
@@ -253,6 +256,7 @@ class SharedLaunch:
             BN_A=t.bn_a, BN_B=t.bn_b, BN_O=t.bn_o, BU=min(t.bu, s.moe_inter), BD=min(t.bd, g.hidden),
             BC=min(t.bc, g.hidden), ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024),
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
+            SKIP_MASK=self.options.skip_mask,
         )
         return args, meta
 

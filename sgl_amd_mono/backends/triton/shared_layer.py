@@ -72,9 +72,12 @@ def shared_layer_kernel(
     # tiles
     BN_A: tl.constexpr, BN_B: tl.constexpr, BN_O: tl.constexpr, BU: tl.constexpr, BD: tl.constexpr,
     BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr,
-    NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr,
+    NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
 ):
-    """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG."""
+    """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
+
+    SKIP_MASK (timing variants only, 0 in every real build): stages whose bit is set run no tasks.
+    """
     pid = tl.program_id(0)
     epoch = read_epoch(sync_ptr)
     ok = pid * 0 + 1
@@ -87,13 +90,13 @@ def shared_layer_kernel(
     SPLIT: tl.constexpr = KTOP // NSPLIT
 
     # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual) ----
-    for r in range(pid, R * ok, NPROG):
+    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG):
         rms_row(hidden_ptr + r * D, residual_ptr + r * D, in_norm_ptr, xn1_ptr + r * D, res1_ptr + r * D,
                 eps, D, NORM_BLK, True)
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 1 qkv_a ----
-    for t in range(pid, tl.cdiv(QKV_N, BN_A) * ok, NPROG):
+    for t in range(pid, tl.cdiv(QKV_N, BN_A) * ok * (1 - ((SKIP_MASK >> 1) & 1)), NPROG):
         acc = fp8_gemv_tile(xn1_ptr, D, qkv_a_ptr, D, qkv_a_s_ptr, D // 128, t * BN_A, QKV_N, R, D, BN_A)
         offs_n = t * BN_A + tl.arange(0, BN_A)
         tl.store(qkv_ptr + rows[:, None] * QKV_N + offs_n[None, :], to_bf16(acc),
@@ -101,7 +104,7 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 2 latent: q_a norm; this row's cache row ----
-    for r in range(pid, R * ok, NPROG):
+    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG):
         rms_row(qkv_ptr + r * QKV_N, qkv_ptr, q_a_norm_ptr, ql_ptr + r * QL, ql_ptr, eps, QL, QL, False)
         slot = tl.load(out_loc_ptr + r).to(tl.int64)
         row_ptr = kv_ptr + slot * stride_kv
@@ -118,7 +121,7 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 3 q_b ----
-    for t in range(pid, tl.cdiv(H * QK, BN_B) * ok, NPROG):
+    for t in range(pid, tl.cdiv(H * QK, BN_B) * ok * (1 - ((SKIP_MASK >> 3) & 1)), NPROG):
         acc = fp8_gemv_tile(ql_ptr, QL, q_b_ptr, QL, q_b_s_ptr, QL // 128, t * BN_B, H * QK, R, QL, BN_B)
         offs_n = t * BN_B + tl.arange(0, BN_B)
         tl.store(qfull_ptr + rows[:, None] * (H * QK) + offs_n[None, :], to_bf16(acc),
@@ -127,7 +130,7 @@ def shared_layer_kernel(
 
     # ---- 4 absorb: q_nope @ w_kc[h] (bf16 in, f32 accumulate) and rope(q_pe) ----
     NCH: tl.constexpr = KVL // 128
-    for t in range(pid, H * NCH * ok, NPROG):
+    for t in range(pid, H * NCH * ok * (1 - ((SKIP_MASK >> 4) & 1)), NPROG):
         h = t // NCH
         ch = t % NCH
         cols = ch * 128 + tl.arange(0, 128)
@@ -151,7 +154,7 @@ def shared_layer_kernel(
 
     # ---- 5 attn: split-K sparse MLA partials; 16 heads of one row share each KV tile ----
     NEG: tl.constexpr = -1.0e30
-    for t in range(pid, R * HG * NSPLIT * ok, NPROG):
+    for t in range(pid, R * HG * NSPLIT * ok * (1 - ((SKIP_MASK >> 5) & 1)), NPROG):
         r = t // (HG * NSPLIT)
         hg = (t // NSPLIT) % HG
         sp = t % NSPLIT
@@ -191,7 +194,7 @@ def shared_layer_kernel(
 
     # ---- 6 w_uv: combine the splits in order, round to bf16, @ w_vc[h] ----
     NVC: tl.constexpr = VH // 128
-    for t in range(pid, H * NVC * ok, NPROG):
+    for t in range(pid, H * NVC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG):
         h = t // NVC
         ch = t % NVC
         mx = tl.full((16,), NEG, tl.float32)
@@ -222,7 +225,7 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 7 o_proj ----
-    for t in range(pid, tl.cdiv(D, BN_O) * ok, NPROG):
+    for t in range(pid, tl.cdiv(D, BN_O) * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG):
         acc = fp8_gemv_tile(v_ptr, H * VH, o_proj_ptr, H * VH, o_proj_s_ptr, (H * VH) // 128, t * BN_O, D,
                             R, H * VH, BN_O)
         offs_n = t * BN_O + tl.arange(0, BN_O)
@@ -231,13 +234,13 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 8 norm2: res2, xn2 = RMSNorm(o + res1) ----
-    for r in range(pid, R * ok, NPROG):
+    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG):
         rms_row(o_ptr + r * D, res1_ptr + r * D, post_norm_ptr, xn2_ptr + r * D, res_out_ptr + r * D,
                 eps, D, NORM_BLK, True)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 9 gate: f32 logits of the bf16 gate (bf16 products are exact in f32) ----
-    for t in range(pid, tl.cdiv(E, 16) * ok, NPROG):
+    for t in range(pid, tl.cdiv(E, 16) * ok * (1 - ((SKIP_MASK >> 9) & 1)), NPROG):
         ex = t * 16 + tl.arange(0, 16)
         emask = ex < E
         acc = tl.zeros((16, 16), dtype=tl.float32)
@@ -251,7 +254,7 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 10 route: biased top-k (lowest id on ties), renormalise, scale; used experts ascending ----
-    if (pid == 0) & (ok != 0):
+    if (pid == 0) & (ok != 0) & ((SKIP_MASK >> 10) & 1 == 0):
         ex = tl.arange(0, E_PAD)
         emask = ex < E
         lg = tl.load(logits_ptr + rows[:, None] * E + ex[None, :], mask=rmask[:, None] & emask[None, :],
@@ -293,7 +296,7 @@ def shared_layer_kernel(
     # ---- 11 up: act[u] = SiLU(x @ gate^T) * (x @ up^T), gate|up rounded to bf16 first ----
     n_u = tl.minimum(tl.load(nu_ptr, cache_modifier=".cg"), MAXU)
     NT_UP: tl.constexpr = I // BU
-    for t in range(pid, n_u * NT_UP * ok, NPROG):
+    for t in range(pid, n_u * NT_UP * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG):
         u = t // NT_UP
         nt = t % NT_UP
         e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
@@ -310,7 +313,7 @@ def shared_layer_kernel(
 
     # ---- 12 down: partial[u, r] = w[u, r] * (q(act) @ w2^T) in f32 ----
     NT_DN: tl.constexpr = D // BD
-    for t in range(pid, n_u * NT_DN * ok, NPROG):
+    for t in range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG):
         u = t // NT_DN
         nt = t % NT_DN
         e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
@@ -323,7 +326,7 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 13 combine: fixed expert order, f32, then bf16 ----
-    for t in range(pid, tl.cdiv(D, BC) * ok, NPROG):
+    for t in range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG):
         cols = t * BC + tl.arange(0, BC)
         acc = tl.zeros((16, BC), dtype=tl.float32)
         for u in range(n_u):

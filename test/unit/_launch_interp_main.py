@@ -1,0 +1,47 @@
+"""Runs in a subprocess with TRITON_INTERPRET=1 set before triton is imported (see test_launch_shared_interp.py)."""
+import os
+import sys
+
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch  # noqa: E402
+
+from sgl_amd_mono.common import numerics as nm  # noqa: E402
+from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
+from sgl_amd_mono.glm53 import launch_shared as ls  # noqa: E402
+
+
+def main(case):
+    geo = li.tiny_geometry()
+    width, kv = {"w1": (1, torch.bfloat16), "w4fp8": (4, torch.float8_e4m3fn), "w2": (2, torch.bfloat16),
+                 "control": (2, torch.bfloat16), "deadline": (1, torch.bfloat16)}[case]
+    aw, mw = li.random_weights(geo, tp=1, seed=3)
+    st = li.random_step(geo, width=width, context=300, kv_dtype=kv, seed=4, mtp=width > 1, pad_rows=1 if width > 1 else 0)
+    ref, kv_ref = li.oracle(geo, aw, mw, st)
+    opts = ls.LaunchOptions(placement="sequential")
+    if case == "control":
+        aw.o_proj_s[0, :] *= 1.2
+    if case == "deadline":
+        opts = ls.LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=5)
+    L = ls.build_shared(geo, aw, mw, tp=1, width=width, kv_dtype=kv, device="cpu", options=opts)
+    kv_t = st.kv_cache.clone()
+    out = L(st.hidden, st.residual, st.cos_sin, kv_t, st.out_loc, st.topk_slots)
+    if case == "deadline":
+        L.check_error()  # raises
+        return
+    L.check_error()
+    vals = {
+        "shared.o.rel": nm.rel(out["o"], ref["o"]), "shared.residual.rel": nm.rel(out["residual"], ref["residual"]),
+        "shared.out.rel": nm.rel(out["out"], ref["out"]),
+        "shared.ids.max_abs": nm.max_abs(out["ids"].float(), ref["ids"].float()),
+        "shared.weights.max_abs": nm.max_abs(out["weights"], ref["weights"]),
+    }
+    changed = (kv_t.view(torch.uint8) != st.kv_cache.view(torch.uint8)).any(-1).nonzero().flatten().tolist()
+    vals["cache_rows_outside_out_loc"] = len(set(changed) - set(st.out_loc.tolist()))
+    vals["kv_rows_differ"] = int((kv_t.view(torch.uint8) != kv_ref.view(torch.uint8)).any(-1).sum())
+    vals["epoch"] = int(L.sync[0])
+    for k, v in vals.items():
+        print(f"{k}={v!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

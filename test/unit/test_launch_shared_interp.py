@@ -1,0 +1,51 @@
+"""The real shared launch under Triton's interpreter (sequential placement, tiny GLM-5.3-shaped
+geometry) against layer.shared_layer; each case runs in a subprocess so TRITON_INTERPRET=1 is set
+before triton is imported and no other test sees it."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+# Bounds for the interpreter: it computes the same bits as the oracle (RNE conversions by hand,
+# f32 dots of bf16 values); 1e-6 leaves room for a summation-order change, far under the control.
+BOUNDS = {"shared.o.rel": 1e-6, "shared.residual.rel": 1e-6, "shared.out.rel": 1e-6,
+          "shared.ids.max_abs": 0.0, "shared.weights.max_abs": 1e-6}
+
+
+def _run(case):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "_launch_interp_main.py"), case], env=env,
+                       capture_output=True, text=True, timeout=300)
+    vals = {}
+    for line in r.stdout.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            vals[k] = float(v)
+    return r, vals
+
+
+@pytest.mark.parametrize("case", ["w1", "w2", "w4fp8"])
+def test_launch_matches_oracle(case):
+    r, vals = _run(case)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name, bound in BOUNDS.items():
+        assert vals[name] <= bound, f"{name} = {vals[name]} > {bound}"
+    assert vals["kv_rows_differ"] == 0 and vals["cache_rows_outside_out_loc"] == 0
+    assert vals["epoch"] == 1  # the launch advanced its own epoch once
+
+
+def test_planted_error_fails_bound():
+    r, vals = _run("control")
+    assert r.returncode == 0, r.stderr[-3000:]
+    print("control shared.o.rel =", vals["shared.o.rel"])
+    assert vals["shared.o.rel"] > BOUNDS["shared.o.rel"]
+    assert vals["shared.residual.rel"] > BOUNDS["shared.residual.rel"]
+
+
+def test_missed_deadline_reports_error_word():
+    r, _ = _run("deadline")
+    assert r.returncode != 0
+    assert "missed its deadline" in r.stderr and "stage attn" in r.stderr, r.stderr[-2000:]

@@ -1,0 +1,86 @@
+"""Host-side launch programs: placement, the static checks and their negative cases, guard words."""
+
+import pytest
+import torch
+
+from sgl_amd_mono.common import guard, program
+from sgl_amd_mono.glm53 import launch_inputs as li
+from sgl_amd_mono.glm53 import launch_shared as ls
+
+
+def _prog(tp=8, width=4):
+    return ls.describe(li.glm53_geometry(), tp=tp, width=width, tiles=ls.Tiles())
+
+
+@pytest.mark.parametrize("n_programs", [1, 7, 132])
+def test_shared_program_passes_static_checks(n_programs):
+    prog = _prog()
+    program.check_all(prog, program.place_round_robin(prog, n_programs), ls.SCRATCH_LIMIT)
+
+
+def test_cyclic_placement_refused():
+    prog = _prog()
+    place = program.place_sequential(prog)
+    # a task of stage 1 placed before the stage-0 tasks it waits on, on the same program
+    place[0].insert(0, place[0].pop(prog.stages[0].n_tasks))
+    with pytest.raises(ValueError, match="cycle"):
+        program.check_acyclic(prog, place)
+
+
+def test_cross_program_cycle_refused():
+    prog = _prog(width=2)
+    place = program.place_round_robin(prog, 2)
+    # program 0 runs a stage-2 task before its stage-1 tasks while program 1 holds stage-1 work
+    t = next(i for i, x in enumerate(place[0]) if x.stage == 2)
+    place[0].insert(0, place[0].pop(t))
+    with pytest.raises(ValueError, match="cycle"):
+        program.check_acyclic(prog, place)
+
+
+def test_double_cache_write_refused():
+    prog = _prog()
+    bad = [program.Stage(s.name, s.n_tasks, s.reads, s.writes,
+                         cache_rows=(lambda t: (0,)) if s.cache_rows else None) for s in prog.stages]
+    prog.stages = bad
+    with pytest.raises(ValueError, match="exactly once"):
+        program.check_cache_writes(prog)
+
+
+def test_read_before_write_refused():
+    prog = _prog()
+    prog.stages = [prog.stages[1]] + prog.stages[2:]
+    with pytest.raises(ValueError, match="before any stage writes"):
+        program.check_dataflow(prog)
+
+
+def test_scratch_and_residency_refused():
+    prog = _prog()
+    with pytest.raises(ValueError, match="scratch needs"):
+        program.check_scratch(prog, 1024)
+    res = program.resident_programs(n_sm=132, regs_per_thread=184, num_warps=8, shared_bytes=57728)
+    assert res == 132
+    program.check_resident("x", 132, res)
+    with pytest.raises(ValueError, match="exceeds"):
+        program.check_resident("x", 264, res)
+
+
+def test_bad_builds_refused():
+    geo = li.glm53_geometry()
+    for kw, text in [(dict(tp=8, width=3), "width 3"), (dict(tp=4, width=1), "tp=4"),
+                     (dict(tp=8, width=1, kv_dtype=torch.float16), "kv cache dtype")]:
+        kw.setdefault("kv_dtype", torch.bfloat16)
+        with pytest.raises(ValueError, match=text):
+            ls.build_shared(geo, None, None, device="cpu", **kw)
+    aw, mw = li.meta_weights(geo, tp=8)
+    with pytest.raises(ValueError, match="the tp=1 shard needs"):
+        ls.build_shared(geo, aw, mw, tp=1, width=1, kv_dtype=torch.bfloat16, device="cpu")
+
+
+def test_error_word_decodes():
+    err = guard.new_error_word("cpu")
+    assert guard.read_error(err) is None
+    err[:] = torch.tensor([guard.ERR_FLAG, 3, 5, 92, 5, 0, 132, 1])
+    with pytest.raises(RuntimeError, match="program 92 in stage attn missed its deadline"):
+        guard.check_error(err, {3: "shared"}, list(ls.STAGE_NAMES))
+    with pytest.raises(ValueError):
+        guard.Deadline.from_seconds(0)
