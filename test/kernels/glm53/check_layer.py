@@ -33,7 +33,9 @@ BOUNDS = {
     "shared.residual.rel": 2e-3,
     "shared.out.rel": 6e-2,
     "shared.out.cosine": 0.9995,
-    "shared.kv.max_abs": 0.0,  # bitwise: the cache rows are computed exactly as the oracle's
+    # cache rows: 0 in all 16 TP8 configs, 7.6e-6 once at TP1 w8 (an rsqrt last-bit difference flipping
+    # one bf16 rounding); one bf16 ulp at |x| <= 4 is 0.0156. Control kv_a_norm[7] x1.02 gives 0.047.
+    "shared.kv.max_abs": 0.016,
     "shared.weights.max_abs": 5e-5,
     "shared.ids.max_abs": 0.0,
 }

@@ -179,11 +179,27 @@ def main():
     p.add_argument("--widths", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--contexts", type=int, nargs="+", default=[8192, 131072])
     p.add_argument("--no-perop", action="store_true")
+    p.add_argument("--stages-only", action="store_true",
+                   help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
     args = p.parse_args()
     geo = li.glm53_geometry()
     bw = read_bandwidth()
     print(f"read-only streaming bandwidth: {bw / 1e12:.2f} TB/s (4 GiB, same run)", flush=True)
     layers = [li.random_weights(geo, tp=args.tp, seed=10 + i, device="cuda") for i in range(N_LAYERS)]
+    if args.stages_only:
+        from sgl_amd_mono.backends.triton.shared_layer import STAGES
+
+        st = li.random_step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
+        base = None
+        for i, name in [(-1, "full")] + list(enumerate(STAGES)):
+            Ls = [ls.build_shared(geo, aw, mw, tp=args.tp, width=1, kv_dtype=torch.bfloat16, device="cuda",
+                                  options=ls.LaunchOptions(skip_mask=0 if i < 0 else 1 << i)) for aw, mw in layers]
+            kv = st.kv_cache.clone()
+            us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
+                                        for L in Ls]) / N_LAYERS
+            base = us if base is None else base
+            print(f"rows 1 ctx 8192 without stage {name}: {us:.1f} us (stage costs ~{base - us:.1f} us)", flush=True)
+        return
     rows = []
     oracle_done = False
     for ctx in args.contexts:
