@@ -132,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON", help="any other ServerArgs field")
+    p.add_argument("--exit-code", action="store_true",
+                   help="exit 1 when the setup is refused (default: 0 whenever an answer is printed)")
     return parser
 
 
@@ -156,22 +158,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (BadInput, ValueError, OSError) as e:  # load_hf_config names a bad model source
         print(f"sgl-amd-mono explain: bad input: {e}", file=sys.stderr)
         return 2
+    is_served = _report(args, answer)
+    return 0 if is_served or not args.exit_code else 1
+
+
+def _report(args: argparse.Namespace, answer: dict[str, Any]) -> bool:
+    """Print the answer; True when the launches would serve this setup."""
     print(f"model {args.model} on {args.isa}, spec {answer['spec']}")
     if answer["reasons"]:
         print("refused at startup:")
         for reason in answer["reasons"]:
             print(f"  - {reason}")
-        return 1
+        return False
     print(f"startup checks pass; steps the launches take: {_format_keys(answer['keys']) or 'none'}")
     if not answer["keys"]:
         print("refused: no width holds this server's steps")
-        return 1
+        return False
     if answer["build"] is not None:
         print(f"refused at build: {answer['build']}")
-        return 1
+        return False
     print("served")
-    return 0
-
+    return True
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ from sgl_amd_mono.glm53 import backends_available
 
 
 def run(capsys, *argv):
-    code = cli.main(["explain", *argv])
+    code = cli.main(["explain", "--exit-code", *argv])
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -42,6 +42,12 @@ def test_refused_with_every_reason(capsys):
     for name in ("tp_size 3", "kv_cache_dtype 'fp8_e5m2'", "page_size 1", "config.index_topk 1024 is not 2048",
                  "config.rope_interleave", "enable_dp_lm_head"):
         assert name in out, out
+
+
+def test_refused_answer_exits_0_without_exit_code(capsys):
+    code = cli.main(["explain", "--tp", "3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "refused at startup" in out and "tp_size 3" in out
 
 
 def test_unknown_isa_is_refused(capsys):
