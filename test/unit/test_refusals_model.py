@@ -27,37 +27,48 @@ def _param(t: torch.Tensor) -> torch.nn.Parameter:
     return torch.nn.Parameter(t, requires_grad=False)
 
 
+def _plant(mp, module: torch.nn.Module, name: str, value) -> None:
+    """Set a module's parameter, submodule or attribute for one test; restored after it. Parameters and
+    submodules go through the module's own dicts (pytest >= 9.2 restores module attributes that live
+    outside __dict__ by deleting them)."""
+    for table in (module._parameters, module._modules, module._buffers):
+        if name in table:
+            mp.setitem(table, name, value)
+            return
+    mp.setattr(module, name, value)
+
+
 def _attn(m, i=1):
     return m.model.layers[i].self_attn
 
 
 # (id, plant(monkeypatch, model), text a reason names)
 DEFECTS = [
-    ("embed_fp16", lambda mp, m: mp.setattr(m.model.embed_tokens, "weight", _param(m.model.embed_tokens.weight.half())),
+    ("embed_fp16", lambda mp, m: _plant(mp, m.model.embed_tokens, "weight", _param(m.model.embed_tokens.weight.half())),
      "model.embed_tokens.weight dtype float16"),
-    ("lm_head_quantized", lambda mp, m: mp.setattr(m.lm_head, "quant_method", object()), "lm_head quant_method object"),
-    ("q_b_rows", lambda mp, m: mp.setattr(_attn(m).q_b_proj, "weight", _param(_attn(m).q_b_proj.weight[:-128])),
+    ("lm_head_quantized", lambda mp, m: _plant(mp, m.lm_head, "quant_method", object()), "lm_head quant_method object"),
+    ("q_b_rows", lambda mp, m: _plant(mp, _attn(m).q_b_proj, "weight", _param(_attn(m).q_b_proj.weight[:-128])),
      "model.layers.1.self_attn.q_b_proj.weight shape"),
     ("o_proj_shuffled", lambda mp, m: mp.setattr(_attn(m).o_proj.weight, "is_shuffled", True, raising=False),
      "model.layers.1.self_attn.o_proj.weight is shuffled"),
     ("qkv_a_preshuffled", lambda mp, m: mp.setattr(_attn(m).fused_qkv_a_proj_with_mqa, "aiter_bpreshuffled", True, raising=False),
      "fused_qkv_a_proj_with_mqa is preshuffled"),
-    ("w_kc_fp32", lambda mp, m: mp.setattr(_attn(m), "w_kc", _attn(m).w_kc.float()), "self_attn.w_kc dtype float32"),
-    ("w_scale_vector", lambda mp, m: mp.setattr(_attn(m), "w_scale", torch.ones(4)), "self_attn.w_scale"),
-    ("indexer_missing", lambda mp, m: mp.setattr(_attn(m), "indexer", None), "model.layers.1.self_attn.indexer is missing"),
-    ("k_norm_fp16", lambda mp, m: mp.setattr(_attn(m).indexer.k_norm, "weight", _param(_attn(m).indexer.k_norm.weight.half())),
+    ("w_kc_fp32", lambda mp, m: _plant(mp, _attn(m), "w_kc", _attn(m).w_kc.float()), "self_attn.w_kc dtype float32"),
+    ("w_scale_vector", lambda mp, m: _plant(mp, _attn(m), "w_scale", torch.ones(4)), "self_attn.w_scale"),
+    ("indexer_missing", lambda mp, m: _plant(mp, _attn(m), "indexer", None), "model.layers.1.self_attn.indexer is missing"),
+    ("k_norm_fp16", lambda mp, m: _plant(mp, _attn(m).indexer.k_norm, "weight", _param(_attn(m).indexer.k_norm.weight.half())),
      "indexer.k_norm.weight dtype float16"),
-    ("k_norm_rms", lambda mp, m: mp.setattr(_attn(m).indexer, "k_norm", torch.nn.RMSNorm(128)), "k_norm RMSNorm is not LayerNorm"),
-    ("bias_bf16", lambda mp, m: mp.setattr(m.model.layers[1].mlp.gate, "e_score_correction_bias",
+    ("k_norm_rms", lambda mp, m: _plant(mp, _attn(m).indexer, "k_norm", torch.nn.RMSNorm(128)), "k_norm RMSNorm is not LayerNorm"),
+    ("bias_bf16", lambda mp, m: _plant(mp, m.model.layers[1].mlp.gate, "e_score_correction_bias",
                                            _param(m.model.layers[1].mlp.gate.e_score_correction_bias.bfloat16())),
      "gate.e_score_correction_bias dtype bfloat16"),
-    ("experts_bf16", lambda mp, m: mp.setattr(m.model.layers[2].mlp.experts, "w13_weight",
+    ("experts_bf16", lambda mp, m: _plant(mp, m.model.layers[2].mlp.experts, "w13_weight",
                                               _param(m.model.layers[2].mlp.experts.w13_weight.bfloat16())),
      "model.layers.2.mlp.experts.w13_weight dtype bfloat16"),
-    ("dense_bf16", lambda mp, m: mp.setattr(m.model.layers[0].mlp.gate_up_proj, "weight",
+    ("dense_bf16", lambda mp, m: _plant(mp, m.model.layers[0].mlp.gate_up_proj, "weight",
                                             _param(m.model.layers[0].mlp.gate_up_proj.weight.bfloat16())),
      "model.layers.0.mlp.gate_up_proj.weight dtype bfloat16"),
-    ("scale_missing", lambda mp, m: mp.delattr(_attn(m, 3).o_proj, "weight_scale_inv"),
+    ("scale_missing", lambda mp, m: mp.delitem(_attn(m, 3).o_proj._parameters, "weight_scale_inv"),
      "model.layers.3.self_attn.o_proj.weight_scale_inv is missing"),
 ]
 
