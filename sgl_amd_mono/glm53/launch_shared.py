@@ -108,14 +108,42 @@ def _refusals(geo: Glm53Geometry, tp: int, width: int, kv_dtype: torch.dtype, at
 
 @dataclasses.dataclass(frozen=True)
 class Tiles:
-    bn_a: int = 32
-    bn_b: int = 32
+    """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
+    k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop."""
+
+    bn_a: int = 64
+    ks_a: int = 6
+    bn_b: int = 64
+    ks_b: int = 4
     bn_o: int = 64
+    ks_o: int = 4
+    be: int = 16
+    ks_g: int = 8
     bu: int = 32
+    ks_u: int = 8
     bd: int = 128
     bc: int = 256
     att_blk: int = 32
     nsplit: int = 16
+    stages: int = 3
+
+    def with_spec(self, spec: str) -> "Tiles":
+        """'bn_a=32,ks_a=8' -> these tiles with those fields replaced (benchmark sweeps)."""
+        kv = dict(p.split("=") for p in spec.split(",") if p.strip())
+        return dataclasses.replace(self, **{k.strip(): int(v) for k, v in kv.items()})
+
+    def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
+        """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
+        s = geo.shard(tp)
+
+        def ks(kb: int, want: int) -> int:
+            return max(d for d in range(1, min(kb, want) + 1) if kb % d == 0)
+
+        return dataclasses.replace(
+            self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
+            ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
+            ks_u=ks(geo.hidden // 128, self.ks_u), be=min(self.be, _pow2(max(16, geo.n_routed))),
+            bu=min(self.bu, s.moe_inter), bd=min(self.bd, geo.hidden), bc=min(self.bc, geo.hidden))
 
 
 def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> program.LaunchProgram:
@@ -126,20 +154,24 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> progra
     maxu = min(width * geo.top_k, geo.n_routed) + 1
     st = program.Stage
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
+    tiles = tiles.for_geometry(geo, tp)
+    ng_i = s.moe_inter // 128
     stages = [
-        st("norm1", r, ("hidden", "residual"), ("res1", "xn1")),
-        st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a), ("xn1",), ("qkv",)),
-        st("latent", r, ("qkv", "cos_sin", "out_loc"), ("ql", "kv_cache"), cache_rows=lambda t: (t,)),
-        st("q_b", cdiv(h * geo.qk_head, tiles.bn_b), ("ql",), ("qfull",)),
-        st("absorb", h * (geo.kv_lora // 128), ("qfull", "cos_sin"), ("qcat",)),
+        st("norm1", r, ("hidden", "residual"), ("res1", "xn1", "xq1", "xs1")),
+        st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a) * tiles.ks_a, ("xq1", "xs1"), ("qkv_part",)),
+        st("latent", 2 * r, ("qkv_part", "cos_sin", "out_loc"), ("ql", "qlq", "qls", "kv_cache"),
+           cache_rows=lambda t: (t - r,) if t >= r else ()),
+        st("q_b", cdiv(h * geo.qk_head, tiles.bn_b) * tiles.ks_b, ("qlq", "qls"), ("qb_part",)),
+        st("absorb", h * (geo.kv_lora // 128), ("qb_part", "cos_sin"), ("qcat",)),
         st("attn", r * hg * tiles.nsplit, ("qcat", "kv_cache", "topk"), ("pm", "pl", "pacc")),
-        st("w_uv", h * (geo.v_head // 128), ("pm", "pl", "pacc"), ("v",)),
-        st("o_proj", cdiv(d, tiles.bn_o), ("v",), ("o",)),
-        st("norm2", r, ("o", "res1"), ("res_out", "xn2")),
-        st("gate", cdiv(geo.n_routed, 16), ("xn2",), ("logits",)),
-        st("route", 1, ("logits",), ("ids", "weights", "uniq", "wmat", "n_uniq")),
-        st("up", maxu * (s.moe_inter // tiles.bu), ("xn2", "uniq", "n_uniq"), ("act",)),
-        st("down", maxu * (d // tiles.bd), ("act", "uniq", "wmat", "n_uniq"), ("part",)),
+        st("w_uv", h * (geo.v_head // 128), ("pm", "pl", "pacc"), ("vq", "vs")),
+        st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
+        st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
+        st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
+        st("route", 1, ("lg_part",), ("ids", "weights", "uniq", "wmat", "n_uniq")),
+        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("xq2", "xs2", "uniq", "n_uniq"), ("up_part",)),
+        st("act", maxu * ng_i, ("up_part", "n_uniq"), ("aq", "as")),
+        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "wmat", "n_uniq"), ("part",)),
         st("combine", cdiv(d, tiles.bc), ("part", "wmat", "n_uniq"), ("out",)),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles)
@@ -154,15 +186,22 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) ->
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
     maxu = min(width * geo.top_k, geo.n_routed) + 1
-    f32, bf16, i32 = torch.float32, torch.bfloat16, torch.int32
+    f32, bf16, i32, fp8 = torch.float32, torch.bfloat16, torch.int32, torch.float8_e4m3fn
+    t = tiles.for_geometry(geo, tp)
+    hv, i = h * geo.v_head, s.moe_inter
     return {
-        "res1": ((r, d), bf16), "xn1": ((r, d), bf16), "qkv": ((r, geo.qkv_a_out), bf16),
-        "ql": ((r, geo.q_lora), bf16), "qfull": ((r, h * geo.qk_head), bf16),
-        "qcat": ((r, h, geo.kv_cache_dim), bf16), "pm": ((r, tiles.nsplit, h), f32),
-        "pl": ((r, tiles.nsplit, h), f32), "pacc": ((r, tiles.nsplit, h, geo.kv_lora), f32),
-        "v": ((r, h * geo.v_head), bf16), "xn2": ((r, d), bf16), "logits": ((r, geo.n_routed), f32),
+        "res1": ((r, d), bf16), "xn1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
+        "qkv_part": ((t.ks_a, r, geo.qkv_a_out), f32), "ql": ((r, geo.q_lora), bf16),
+        "qlq": ((r, geo.q_lora), fp8), "qls": ((r, geo.q_lora // 128), f32),
+        "qb_part": ((t.ks_b, r, h * geo.qk_head), f32),
+        "qcat": ((r, h, geo.kv_cache_dim), bf16), "pm": ((r, t.nsplit, h), f32),
+        "pl": ((r, t.nsplit, h), f32), "pacc": ((r, t.nsplit, h, geo.kv_lora), f32),
+        "vq": ((r, hv), fp8), "vs": ((r, hv // 128), f32), "o_part": ((t.ks_o, r, d), f32),
+        "xn2": ((r, d), bf16), "xq2": ((r, d), fp8), "xs2": ((r, d // 128), f32),
+        "lg_part": ((t.ks_g, r, geo.n_routed), f32),
         "n_uniq": ((1,), i32), "uniq": ((maxu + 1,), i32), "wmat": ((maxu + 1, 16), f32),
-        "act": ((maxu, 16, s.moe_inter), bf16), "part": ((maxu, 16, d), f32),
+        "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
+        "part": ((maxu, 16, d), f32),
     }
 
 
@@ -174,6 +213,7 @@ class SharedLaunch:
 
     def __init__(self, geo, attn_w, moe_w, *, tp, width, kv_dtype, device, options: LaunchOptions, tiles: Tiles):
         self.geo, self.attn_w, self.moe_w = geo, attn_w, moe_w
+        tiles = tiles.for_geometry(geo, tp)
         self.tp, self.width, self.kv_dtype, self.options, self.tiles = tp, width, kv_dtype, options, tiles
         self.device = torch.device(device)
         self.shard = geo.shard(tp)
@@ -245,16 +285,17 @@ class SharedLaunch:
             a.w_kc, *a.w_kc.stride(), a.w_vc, *a.w_vc.stride(), a.o_proj, a.o_proj_s, a.post_norm,
             m.gate, m.bias, m.w13, m.w13_s, m.w2, m.w2_s,
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
-            sc["res1"], sc["xn1"], sc["qkv"], sc["ql"], sc["qfull"], sc["qcat"], sc["pm"], sc["pl"], sc["pacc"],
-            sc["v"], sc["xn2"], sc["logits"], sc["n_uniq"], sc["uniq"], sc["wmat"], sc["act"], sc["part"],
+            *(sc[k] for k in ("res1", "xn1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
+                              "pm", "pl", "pacc", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
+                              "n_uniq", "uniq", "wmat", "up_part", "aq", "as", "part")),
             self.sync, self.err, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         meta = dict(
             R=self.width, D=g.hidden, QL=g.q_lora, KVL=g.kv_lora, ROPE=g.qk_rope, NOPE=g.qk_nope, VH=g.v_head,
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
-            BN_A=t.bn_a, BN_B=t.bn_b, BN_O=t.bn_o, BU=min(t.bu, s.moe_inter), BD=min(t.bd, g.hidden),
-            BC=min(t.bc, g.hidden), ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024),
+            BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
+            BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024), STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
         )

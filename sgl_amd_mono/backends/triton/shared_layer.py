@@ -1,20 +1,23 @@
 """The "shared" launch in Triton: one persistent launch for one MoE layer that reuses the previous top-k.
 
 Stages (each spread over the programs, consecutive stages joined by epoch-tagged barriers):
-  0 norm1   [R]      res1, xn1 = RMSNorm(hidden + residual)
-  1 qkv_a   [N/BN]   qkv = block-FP8 fused_qkv_a(xn1)
-  2 latent  [R]      ql = q_a_norm(q); this step's cache row = [kv_a_norm(c_kv) | rope(k_pe)] at out_loc
-  3 q_b     [N/BN]   qfull = block-FP8 q_b(ql)
-  4 absorb  [H*KVL/128]  qcat[:, h, :KVL] = q_nope @ w_kc[h]; qcat[:, h, KVL:] = rope(q_pe)
+  0 norm1   [R]      res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once (fp8 + group scales)
+  1 qkv_a   [N/BN*KS] split-K parts of block-FP8 fused_qkv_a(xn1), f32
+  2 latent  [2R]     qkv = bf16(sum of parts); ql = q_a_norm(q) (+ quantized); this step's cache row =
+                     [kv_a_norm(c_kv) | rope(k_pe)] at out_loc
+  3 q_b     [N/BN*KS] split-K parts of block-FP8 q_b(ql)
+  4 absorb  [H*KVL/128]  qfull = bf16(sum of parts); qcat[:, h, :KVL] = q_nope @ w_kc[h]; rope(q_pe)
   5 attn    [R*HG*NSPLIT] split-K sparse MLA partials (m, l, acc) over each row's top-k slots
-  6 w_uv    [H*VH/128]   combine partials in split order, @ w_vc[h]
-  7 o_proj  [D/BN]   o = block-FP8 o_proj(v)
-  8 norm2   [R]      res2, xn2 = RMSNorm(o + res1)
-  9 gate    [E/16]   logits = xn2 @ gate^T (f32)
- 10 route   [1]      sigmoid + bias top-k, renormalise, x scale; the used experts, ascending, + shared
- 11 up      [U*I/BU] act = SiLU(gate) * up (block-FP8 W8A8), per used expert
- 12 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
- 13 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
+  6 w_uv    [H*VH/128]   combine partials in split order, @ w_vc[h]; v quantized in the epilogue
+  7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v)
+  8 norm2   [R]      o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once
+  9 gate    [E/BE*KS] split-K parts of logits = xn2 @ gate^T (f32)
+ 10 route   [1]      logits = sum of parts; sigmoid + bias top-k, renormalise, x scale; used experts
+ 11 up      [U*I/BU*KS] split-K parts of gate | up (block-FP8 W8A8), per used expert
+ 12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales)
+ 13 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
+ 14 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
+Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
 """
 
@@ -22,10 +25,11 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import fp8_gemv_tile, rms_row, rope_pairs, to_bf16, to_fp8, dot_bf16
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, quant_group, quant_row,
+                                                 rms_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
-          "norm2", "gate", "route", "up", "down", "combine")
+          "norm2", "gate", "route", "up", "act", "down", "combine")
 N_COUNTERS = len(STAGES)  # one arrival counter a stage; the last one ends the step
 
 
@@ -50,6 +54,15 @@ def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: 
 
 
 @triton.jit
+def _rope_vals(x1, x2, cs_ptr, ROPE: tl.constexpr):
+    """Interleaved rope of (even, odd) f32 halves: returns the rotated (even, odd)."""
+    i = tl.arange(0, ROPE // 2)
+    cos = tl.load(cs_ptr + i)
+    sin = tl.load(cs_ptr + ROPE // 2 + i)
+    return x1 * cos - x2 * sin, x2 * cos + x1 * sin
+
+
+@triton.jit
 def shared_layer_kernel(
     # inputs
     hidden_ptr, residual_ptr, cos_sin_ptr, out_loc_ptr, topk_ptr, kv_ptr, stride_kv,
@@ -61,22 +74,25 @@ def shared_layer_kernel(
     # outputs
     out_ptr, res_out_ptr, o_ptr, ids_ptr, wts_ptr,
     # scratch
-    res1_ptr, xn1_ptr, qkv_ptr, ql_ptr, qfull_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, v_ptr, xn2_ptr,
-    logits_ptr, nu_ptr, uniq_ptr, wmat_ptr, act_ptr, part_ptr,
+    res1_ptr, xn1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
+    pm_ptr, pl_ptr, pacc_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
+    nu_ptr, uniq_ptr, wmat_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
     # sync
     sync_ptr, err_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
     NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr,
     TOPK: tl.constexpr, KP: tl.constexpr, I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
-    # tiles
-    BN_A: tl.constexpr, BN_B: tl.constexpr, BN_O: tl.constexpr, BU: tl.constexpr, BD: tl.constexpr,
-    BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr,
+    # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task)
+    BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
+    KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
+    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
 
     SKIP_MASK (timing variants only, 0 in every real build): stages whose bit is set run no tasks.
+    Split-K part buffers are [KS, R, N] f32; quantized activations [R, K] fp8 + [R, K/128] f32.
     """
     pid = tl.program_id(0)
     epoch = read_epoch(sync_ptr)
@@ -88,65 +104,92 @@ def shared_layer_kernel(
     KVD: tl.constexpr = KVL + ROPE
     HG: tl.constexpr = (H + 15) // 16
     SPLIT: tl.constexpr = KTOP // NSPLIT
+    HV: tl.constexpr = H * VH
 
-    # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual) ----
-    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG):
+    # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
+    for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         rms_row(hidden_ptr + r * D, residual_ptr + r * D, in_norm_ptr, xn1_ptr + r * D, res1_ptr + r * D,
                 eps, D, NORM_BLK, True)
+        tl.debug_barrier()  # this program's xn1 stores before its own re-read
+        quant_row(xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), D)
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 1 qkv_a ----
-    for t in range(pid, tl.cdiv(QKV_N, BN_A) * ok * (1 - ((SKIP_MASK >> 1) & 1)), NPROG):
-        acc = fp8_gemv_tile(xn1_ptr, D, qkv_a_ptr, D, qkv_a_s_ptr, D // 128, t * BN_A, QKV_N, R, D, BN_A)
-        offs_n = t * BN_A + tl.arange(0, BN_A)
-        tl.store(qkv_ptr + rows[:, None] * QKV_N + offs_n[None, :], to_bf16(acc),
+    # ---- 1 qkv_a: split-K parts ----
+    NKB_A: tl.constexpr = (D // 128) // KS_A
+    for t in tl.range(pid, tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        nt = t // KS_A
+        ks = t % KS_A
+        acc = fp8_gemv_part(xq1_ptr, xs1_ptr, D, D // 128, qkv_a_ptr, D, qkv_a_s_ptr, D // 128, nt * BN_A, QKV_N,
+                            ks * NKB_A, R, NKB_A, BN_A, STAGES)
+        offs_n = nt * BN_A + tl.arange(0, BN_A)
+        tl.store(qkv_part_ptr + (ks * R + rows[:, None]) * QKV_N + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < QKV_N))
     ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 2 latent: q_a norm; this row's cache row ----
-    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG):
-        rms_row(qkv_ptr + r * QKV_N, qkv_ptr, q_a_norm_ptr, ql_ptr + r * QL, ql_ptr, eps, QL, QL, False)
-        slot = tl.load(out_loc_ptr + r).to(tl.int64)
-        row_ptr = kv_ptr + slot * stride_kv
-        # kv_a norm of c_kv straight into the cache row (cast to the cache dtype)
-        offs = tl.arange(0, KVL)
-        c = tl.load(qkv_ptr + r * QKV_N + QL + offs, cache_modifier=".cg").to(tl.float32)
-        rstd = tl.math.rsqrt(tl.sum(c * c, axis=0) / KVL + eps)
-        wn = tl.load(kv_a_norm_ptr + offs).to(tl.float32)
-        tl.store(row_ptr + offs, _to_cache(to_bf16((c * rstd) * wn), kv_ptr))
-        e, o = rope_pairs(qkv_ptr + r * QKV_N + QL + KVL, cos_sin_ptr + r * ROPE, ROPE)
-        i = tl.arange(0, ROPE // 2)
-        tl.store(row_ptr + KVL + 2 * i, _to_cache(to_bf16(e), kv_ptr))
-        tl.store(row_ptr + KVL + 2 * i + 1, _to_cache(to_bf16(o), kv_ptr))
+    # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
+    for t in tl.range(pid, 2 * R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        if t < R:
+            r = t
+            offs = tl.arange(0, QL)
+            q = to_bf16(sum_parts(qkv_part_ptr + r * QKV_N, R * QKV_N, offs, offs < QL, KS_A)).to(tl.float32)
+            rstd = tl.math.rsqrt(tl.sum(q * q, axis=0) / QL + eps)
+            wn = tl.load(q_a_norm_ptr + offs).to(tl.float32)
+            tl.store(ql_ptr + r * QL + offs, to_bf16((q * rstd) * wn))
+            tl.debug_barrier()
+            quant_row(ql_ptr + r * QL, qlq_ptr + r * QL, qls_ptr + r * (QL // 128), QL)
+        else:
+            r = t - R
+            slot = tl.load(out_loc_ptr + r).to(tl.int64)
+            row_ptr = kv_ptr + slot * stride_kv
+            # kv_a norm of c_kv straight into the cache row (cast to the cache dtype)
+            offs_c = tl.arange(0, KVL)
+            c = to_bf16(sum_parts(qkv_part_ptr + r * QKV_N + QL, R * QKV_N, offs_c, offs_c < KVL, KS_A)).to(tl.float32)
+            rstd_c = tl.math.rsqrt(tl.sum(c * c, axis=0) / KVL + eps)
+            wn_c = tl.load(kv_a_norm_ptr + offs_c).to(tl.float32)
+            tl.store(row_ptr + offs_c, _to_cache(to_bf16((c * rstd_c) * wn_c), kv_ptr))
+            i = tl.arange(0, ROPE // 2)
+            pe = qkv_part_ptr + r * QKV_N + QL + KVL
+            x1 = to_bf16(sum_parts(pe, R * QKV_N, 2 * i, i < ROPE, KS_A)).to(tl.float32)
+            x2 = to_bf16(sum_parts(pe, R * QKV_N, 2 * i + 1, i < ROPE, KS_A)).to(tl.float32)
+            e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
+            tl.store(row_ptr + KVL + 2 * i, _to_cache(to_bf16(e), kv_ptr))
+            tl.store(row_ptr + KVL + 2 * i + 1, _to_cache(to_bf16(o), kv_ptr))
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 3 q_b ----
-    for t in range(pid, tl.cdiv(H * QK, BN_B) * ok * (1 - ((SKIP_MASK >> 3) & 1)), NPROG):
-        acc = fp8_gemv_tile(ql_ptr, QL, q_b_ptr, QL, q_b_s_ptr, QL // 128, t * BN_B, H * QK, R, QL, BN_B)
-        offs_n = t * BN_B + tl.arange(0, BN_B)
-        tl.store(qfull_ptr + rows[:, None] * (H * QK) + offs_n[None, :], to_bf16(acc),
+    # ---- 3 q_b: split-K parts ----
+    NKB_B: tl.constexpr = (QL // 128) // KS_B
+    for t in tl.range(pid, tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        nt = t // KS_B
+        ks = t % KS_B
+        acc = fp8_gemv_part(qlq_ptr, qls_ptr, QL, QL // 128, q_b_ptr, QL, q_b_s_ptr, QL // 128, nt * BN_B, H * QK,
+                            ks * NKB_B, R, NKB_B, BN_B, STAGES)
+        offs_n = nt * BN_B + tl.arange(0, BN_B)
+        tl.store(qb_part_ptr + (ks * R + rows[:, None]) * (H * QK) + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < H * QK))
     ok = _barrier(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 4 absorb: q_nope @ w_kc[h] (bf16 in, f32 accumulate) and rope(q_pe) ----
+    # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
     NCH: tl.constexpr = KVL // 128
-    for t in range(pid, H * NCH * ok * (1 - ((SKIP_MASK >> 4) & 1)), NPROG):
+    for t in tl.range(pid, H * NCH * ok * (1 - ((SKIP_MASK >> 4) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         h = t // NCH
         ch = t % NCH
         cols = ch * 128 + tl.arange(0, 128)
         acc = tl.zeros((16, 128), dtype=tl.float32)
-        for kc in range(NOPE // 64):
+        for kc in tl.static_range(NOPE // 64):
             ks = kc * 64 + tl.arange(0, 64)
-            x = tl.load(qfull_ptr + rows[:, None] * (H * QK) + h * QK + ks[None, :], mask=rmask[:, None],
-                        other=0.0, cache_modifier=".cg")
             w = tl.load(w_kc_ptr + h * s_kc0 + ks[:, None] * s_kc1 + cols[None, :] * s_kc2)
+            x = to_bf16(sum_parts(qb_part_ptr, R * H * QK, rows[:, None] * (H * QK) + h * QK + ks[None, :],
+                                  rmask[:, None] & (ks[None, :] < NOPE), KS_B))
             acc += dot_bf16(x, w)
         tl.store(qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None])
         if ch == 0:
             i = tl.arange(0, ROPE // 2)
             for r in range(R):
-                e, o = rope_pairs(qfull_ptr + r * (H * QK) + h * QK + NOPE, cos_sin_ptr + r * ROPE, ROPE)
+                pe = qb_part_ptr + r * (H * QK) + h * QK + NOPE
+                x1 = to_bf16(sum_parts(pe, R * H * QK, 2 * i, i < ROPE, KS_B)).to(tl.float32)
+                x2 = to_bf16(sum_parts(pe, R * H * QK, 2 * i + 1, i < ROPE, KS_B)).to(tl.float32)
+                e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
                 base = qcat_ptr + r * (H * KVD) + h * KVD + KVL
                 tl.store(base + 2 * i, to_bf16(e))
                 tl.store(base + 2 * i + 1, to_bf16(o))
@@ -154,7 +197,7 @@ def shared_layer_kernel(
 
     # ---- 5 attn: split-K sparse MLA partials; 16 heads of one row share each KV tile ----
     NEG: tl.constexpr = -1.0e30
-    for t in range(pid, R * HG * NSPLIT * ok * (1 - ((SKIP_MASK >> 5) & 1)), NPROG):
+    for t in tl.range(pid, R * HG * NSPLIT * ok * (1 - ((SKIP_MASK >> 5) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         r = t // (HG * NSPLIT)
         hg = (t // NSPLIT) % HG
         sp = t % NSPLIT
@@ -192,73 +235,95 @@ def shared_layer_kernel(
         tl.store(pacc_ptr + pbase[:, None] * KVL + dl[None, :], acc, mask=hmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 5, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 6 w_uv: combine the splits in order, round to bf16, @ w_vc[h] ----
+    # ---- 6 w_uv: combine the splits in order, round to bf16, @ w_vc[h]; v quantized here ----
     NVC: tl.constexpr = VH // 128
-    for t in range(pid, H * NVC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG):
+    for t in tl.range(pid, H * NVC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         h = t // NVC
         ch = t % NVC
+        cols = ch * 128 + tl.arange(0, 128)
         mx = tl.full((16,), NEG, tl.float32)
-        for sp in range(NSPLIT):
+        for sp in tl.static_range(NSPLIT):  # unrolled: the split loads are independent, all in flight
             mx = tl.maximum(mx, tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG,
                                         cache_modifier=".cg"))
         den = tl.zeros((16,), dtype=tl.float32)
-        for sp in range(NSPLIT):
+        for sp in tl.static_range(NSPLIT):
             ms = tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG, cache_modifier=".cg")
             ls = tl.load(pl_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=0.0, cache_modifier=".cg")
             den += tl.exp(ms - mx) * ls
         inv = tl.where(den > 0, 1.0 / den, 0.0)
-        cols = ch * 128 + tl.arange(0, 128)
         vacc = tl.zeros((16, 128), dtype=tl.float32)
-        for kc in range(KVL // 128):
+        for kc in tl.range(0, KVL // 128, num_stages=1):
             ks = kc * 128 + tl.arange(0, 128)
+            w = tl.load(w_vc_ptr + h * s_vc0 + ks[:, None] * s_vc1 + cols[None, :] * s_vc2)
             a = tl.zeros((16, 128), dtype=tl.float32)
-            for sp in range(NSPLIT):
+            for sp in tl.static_range(NSPLIT):
                 ms = tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG, cache_modifier=".cg")
                 pa = tl.load(pacc_ptr + ((rows[:, None] * NSPLIT + sp) * H + h) * KVL + ks[None, :],
                              mask=rmask[:, None], other=0.0, cache_modifier=".cg")
                 a += tl.exp(ms - mx)[:, None] * pa
             a = to_bf16(a * inv[:, None])
-            w = tl.load(w_vc_ptr + h * s_vc0 + ks[:, None] * s_vc1 + cols[None, :] * s_vc2)
             vacc += dot_bf16(a, w)
-        tl.store(v_ptr + rows[:, None] * (H * VH) + h * VH + cols[None, :], to_bf16(vacc),
-                 mask=rmask[:, None])
+        vq, vs = quant_group(to_bf16(vacc).to(tl.float32))  # this tile is one 128-group of v's row
+        tl.store(vq_ptr + rows[:, None] * HV + h * VH + cols[None, :], vq, mask=rmask[:, None])
+        tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 7 o_proj ----
-    for t in range(pid, tl.cdiv(D, BN_O) * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG):
-        acc = fp8_gemv_tile(v_ptr, H * VH, o_proj_ptr, H * VH, o_proj_s_ptr, (H * VH) // 128, t * BN_O, D,
-                            R, H * VH, BN_O)
-        offs_n = t * BN_O + tl.arange(0, BN_O)
-        tl.store(o_ptr + rows[:, None] * D + offs_n[None, :], to_bf16(acc),
+    # ---- 7 o_proj: split-K parts ----
+    NKB_O: tl.constexpr = (HV // 128) // KS_O
+    for t in tl.range(pid, tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        nt = t // KS_O
+        ks = t % KS_O
+        acc = fp8_gemv_part(vq_ptr, vs_ptr, HV, HV // 128, o_proj_ptr, HV, o_proj_s_ptr, HV // 128, nt * BN_O, D,
+                            ks * NKB_O, R, NKB_O, BN_O, STAGES)
+        offs_n = nt * BN_O + tl.arange(0, BN_O)
+        tl.store(o_part_ptr + (ks * R + rows[:, None]) * D + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < D))
     ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 8 norm2: res2, xn2 = RMSNorm(o + res1) ----
-    for r in range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG):
-        rms_row(o_ptr + r * D, res1_ptr + r * D, post_norm_ptr, xn2_ptr + r * D, res_out_ptr + r * D,
-                eps, D, NORM_BLK, True)
+    # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
+    for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        ss = tl.zeros((NORM_BLK,), dtype=tl.float32)
+        for c in range(D // NORM_BLK):
+            offs = c * NORM_BLK + tl.arange(0, NORM_BLK)
+            o = to_bf16(sum_parts(o_part_ptr + r * D, R * D, offs, offs < D, KS_O))
+            tl.store(o_ptr + r * D + offs, o)
+            s = o.to(tl.float32) + tl.load(res1_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32)
+            tl.store(res_out_ptr + r * D + offs, to_bf16(s))
+            ss += s * s
+        rstd = tl.math.rsqrt(tl.sum(ss, axis=0) / D + eps)
+        tl.debug_barrier()
+        for c in range(D // NORM_BLK):
+            offs = c * NORM_BLK + tl.arange(0, NORM_BLK)
+            s = (tl.load(o_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32)
+                 + tl.load(res1_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32))
+            w = tl.load(post_norm_ptr + offs).to(tl.float32)
+            tl.store(xn2_ptr + r * D + offs, to_bf16((s * rstd) * w))
+        tl.debug_barrier()
+        quant_row(xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), D)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 9 gate: f32 logits of the bf16 gate (bf16 products are exact in f32) ----
-    for t in range(pid, tl.cdiv(E, 16) * ok * (1 - ((SKIP_MASK >> 9) & 1)), NPROG):
-        ex = t * 16 + tl.arange(0, 16)
+    # ---- 9 gate: split-K parts of the f32 logits of the bf16 gate (bf16 products are exact in f32) ----
+    NKB_G: tl.constexpr = (D // 128) // KS_G
+    for t in tl.range(pid, tl.cdiv(E, BE) * KS_G * ok * (1 - ((SKIP_MASK >> 9) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        et = t // KS_G
+        kg = t % KS_G
+        ex = et * BE + tl.arange(0, BE)
         emask = ex < E
-        acc = tl.zeros((16, 16), dtype=tl.float32)
-        for kb in range(D // 128):
+        acc = tl.zeros((16, BE), dtype=tl.float32)
+        for kb in tl.range(kg * NKB_G, kg * NKB_G + NKB_G, num_stages=STAGES):
             ks = kb * 128 + tl.arange(0, 128)
+            g = tl.load(gate_ptr + ex[None, :] * D + ks[:, None], mask=emask[None, :], other=0.0)
             x = tl.load(xn2_ptr + rows[:, None] * D + ks[None, :], mask=rmask[:, None], other=0.0,
                         cache_modifier=".cg")
-            g = tl.load(gate_ptr + ex[None, :] * D + ks[:, None], mask=emask[None, :], other=0.0)
             acc += dot_bf16(x, g)
-        tl.store(logits_ptr + rows[:, None] * E + ex[None, :], acc, mask=rmask[:, None] & emask[None, :])
+        tl.store(lg_part_ptr + (kg * R + rows[:, None]) * E + ex[None, :], acc, mask=rmask[:, None] & emask[None, :])
     ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 10 route: biased top-k (lowest id on ties), renormalise, scale; used experts ascending ----
     if (pid == 0) & (ok != 0) & ((SKIP_MASK >> 10) & 1 == 0):
         ex = tl.arange(0, E_PAD)
         emask = ex < E
-        lg = tl.load(logits_ptr + rows[:, None] * E + ex[None, :], mask=rmask[:, None] & emask[None, :],
-                     other=0.0, cache_modifier=".cg")
+        lg = sum_parts(lg_part_ptr, R * E, rows[:, None] * E + ex[None, :], rmask[:, None] & emask[None, :], KS_G)
         score = tl.sigmoid(lg)
         choice = tl.where(emask[None, :], score + tl.load(bias_ptr + ex, mask=emask, other=0.0)[None, :],
                           float("-inf"))
@@ -293,40 +358,56 @@ def shared_layer_kernel(
         tl.store(nu_ptr, n_used + 1)
     ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 11 up: act[u] = SiLU(x @ gate^T) * (x @ up^T), gate|up rounded to bf16 first ----
+    # ---- 11 up: split-K parts of x @ gate^T | x @ up^T per used expert ----
     n_u = tl.minimum(tl.load(nu_ptr, cache_modifier=".cg"), MAXU)
     NT_UP: tl.constexpr = I // BU
-    for t in range(pid, n_u * NT_UP * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG):
-        u = t // NT_UP
-        nt = t % NT_UP
+    NKB_U: tl.constexpr = (D // 128) // KS_U
+    for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        u = t // (NT_UP * KS_U)
+        nt = (t // KS_U) % NT_UP
+        ks = t % KS_U
         e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
-        wb = w13_ptr + e * (2 * I * D)
-        sb = w13_s_ptr + e * ((2 * I // 128) * (D // 128))
-        g = fp8_gemv_tile(xn2_ptr, D, wb, D, sb, D // 128, nt * BU, 2 * I, R, D, BU)
-        up = fp8_gemv_tile(xn2_ptr, D, wb, D, sb, D // 128, I + nt * BU, 2 * I, R, D, BU)
-        g = to_bf16(g).to(tl.float32)
-        up = to_bf16(up).to(tl.float32)
-        a = to_bf16(g * tl.sigmoid(g) * up)
+        g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
+                               w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
+                               ks * NKB_U, R, NKB_U, BU, STAGES)
         cols = nt * BU + tl.arange(0, BU)
-        tl.store(act_ptr + (u * 16 + rows[:, None]) * I + cols[None, :], a, mask=rmask[:, None])
+        pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
+        tl.store(pb + cols[None, :], g, mask=rmask[:, None])
+        tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 12 down: partial[u, r] = w[u, r] * (q(act) @ w2^T) in f32 ----
+    # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
+    NG_I: tl.constexpr = I // 128
+    for t in tl.range(pid, n_u * NG_I * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        u = t // NG_I
+        gi = t % NG_I
+        cols = gi * 128 + tl.arange(0, 128)
+        offs = rows[:, None] * (2 * I) + cols[None, :]
+        pb = up_part_ptr + u * KS_U * R * (2 * I)
+        g = to_bf16(sum_parts(pb, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
+        up = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
+        a = to_bf16(g * tl.sigmoid(g) * up).to(tl.float32)
+        aq, as_ = quant_group(a)
+        tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
+        tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_, mask=rmask)
+    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+
+    # ---- 13 down: partial[u, r] = w[u, r] * (q(act) @ w2^T) in f32 ----
     NT_DN: tl.constexpr = D // BD
-    for t in range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG):
+    for t in tl.range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // NT_DN
         nt = t % NT_DN
         e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
-        y = fp8_gemv_tile(act_ptr + u * 16 * I, I, w2_ptr + e * (D * I), I,
-                          w2_s_ptr + e * ((D // 128) * (I // 128)), I // 128, nt * BD, D, R, I, BD)
+        y = fp8_gemv_part(aq_ptr + u * R * I, as_ptr + u * R * NG_I, I, NG_I, w2_ptr + e * (D * I), I,
+                          w2_s_ptr + e * ((D // 128) * NG_I), NG_I, nt * BD, D, 0, R, NG_I, BD, STAGES)
         wr = tl.load(wmat_ptr + u * 16 + rows, cache_modifier=".cg")
         cols = nt * BD + tl.arange(0, BD)
         tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y,
                  mask=(rmask & (wr != 0.0))[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
-    # ---- 13 combine: fixed expert order, f32, then bf16 ----
-    for t in range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG):
+    # ---- 14 combine: fixed expert order, f32, then bf16 ----
+    for t in tl.range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 14) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         cols = t * BC + tl.arange(0, BC)
         acc = tl.zeros((16, BC), dtype=tl.float32)
         for u in range(n_u):
@@ -336,8 +417,8 @@ def shared_layer_kernel(
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=rmask[:, None])
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
-    arrive(sync_ptr, 13)
+    arrive(sync_ptr, 14)
     if pid == 0:
-        done = wait_counter(sync_ptr, 13, epoch * NPROG, err_ptr, launch_id, 13, pid, epoch, bound, TIMER)
+        done = wait_counter(sync_ptr, 14, epoch * NPROG, err_ptr, launch_id, 14, pid, epoch, bound, TIMER)
         if done != 0:
             tl.atomic_xchg(sync_ptr, epoch, sem="release")

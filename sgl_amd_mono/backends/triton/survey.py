@@ -45,6 +45,20 @@ def signature(fn, args, meta) -> tuple[dict, dict]:
     return sig, consts
 
 
+def divisibility(fn, args, meta) -> dict:
+    """The JIT's specialization: tensors (16-byte aligned allocations) and ints divisible by 16 get
+    tt.divisibility 16, so the AOT build vectorizes and pipelines loads as the device build does."""
+    attrs = {}
+    it = iter(args)
+    for i, name in enumerate(fn.arg_names):
+        if name in meta:
+            continue
+        a = next(it)
+        if isinstance(a, torch.Tensor) or (isinstance(a, int) and not isinstance(a, bool) and a % 16 == 0 and a != 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    return attrs
+
+
 def _ptxas_usage(ptx: str) -> dict:
     from triton.backends.nvidia.compiler import get_ptxas
 
@@ -70,7 +84,8 @@ def _amd_usage(amdgcn: str) -> dict:
             "scratch": get(r"ScratchSize:\s+(\d+)")}
 
 
-def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: int, num_warps: int = 8) -> dict:
+def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: int, num_warps: int = 8,
+                tiles=None) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -81,14 +96,16 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
 
     aw, mw = li.meta_weights(geo, tp=tp)
     L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="meta",
-                        options=ls.LaunchOptions(placement="persistent", n_programs=n_programs))
+                        options=ls.LaunchOptions(placement="persistent", n_programs=n_programs),
+                        tiles=tiles or ls.Tiles())
     st = li.meta_step(geo, width=width, context=geo.index_topk * 2, kv_dtype=kv_dtype)
     backend, arch, warp = TARGETS[target]
     args, meta = L.kernel_args(st.hidden, st.residual, st.cos_sin, st.kv_cache, st.out_loc, st.topk_slots,
                                timer=backend == "cuda")
     sig, consts = signature(shared_layer_kernel, args, meta)
     t = time.time()
-    k = triton.compile(ASTSource(shared_layer_kernel, sig, consts), target=GPUTarget(backend, arch, warp),
+    attrs = divisibility(shared_layer_kernel, args, meta)
+    k = triton.compile(ASTSource(shared_layer_kernel, sig, consts, attrs), target=GPUTarget(backend, arch, warp),
                        options={"num_warps": num_warps})
     out = {"target": target, "tp": tp, "width": width, "kv": ls.KV_DTYPES[kv_dtype], "compile_s": round(time.time() - t, 1),
            "shared": k.metadata.shared}

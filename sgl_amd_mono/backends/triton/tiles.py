@@ -1,8 +1,8 @@
 """Triton tile helpers the launches share: block-FP8 W8A8 GEMV tiles, RMSNorm rows, interleaved rope.
 
-Rows are padded to 16 for `tl.dot` (R <= 16 live rows, masked). Activations are quantized on the
-fly per 128-wide group with SGLang's per_token_group_quant_fp8 numerics (scale = max(amax,
-1e-10) / 448), so no stage writes a quantized copy. Scratch written inside a launch is read with
+Rows are padded to 16 for `tl.dot` (R <= 16 live rows, masked). Activations are quantized once per
+128-wide group by their producer (SGLang's per_token_group_quant_fp8 numerics: scale = max(amax,
+1e-10) / 448) into fp8 + f32 scale scratch; GEMV tiles are split-K parts with a pipelined k loop. Scratch written inside a launch is read with
 `.cg` loads (L2, never a stale L1 line).
 """
 
@@ -62,27 +62,79 @@ def quant_group(x):
 
 
 @triton.jit
-def fp8_gemv_tile(x_ptr, stride_x, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N,
-                  R: tl.constexpr, K: tl.constexpr, BN: tl.constexpr):
-    """acc [16, BN] f32 = sum_kb dot(q(x), w^T) * xs * ws for columns n0..n0+BN of a block-FP8 weight.
+def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
+                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
+    """acc [16, BN] f32 = sum over k blocks kb0..kb0+NKB-1 (in order) of dot(xq, w^T) * xs * ws, for
+    columns n0..n0+BN of a block-FP8 weight (one split-K part; the caller sums parts in a fixed order).
 
-    x: [R, K] bf16 rows at stride_x (quantized here) ; w: [N, K] fp8 at stride_wn ;
-    ws: [ceil(N/128), K/128] f32 at stride_wsn.
+    xq: [R, K] fp8 at stride_x, xs: [R, K/128] f32 at stride_xs (quantized once by the producer);
+    w: [N, K] fp8 at stride_wn ; ws: [ceil(N/128), K/128] f32 at stride_wsn. The k loop is software
+    pipelined (STAGES buffers in flight).
     """
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BN)
     nmask = offs_n < N
     acc = tl.zeros((16, BN), dtype=tl.float32)
-    for kb in range(K // 128):
+    for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
         offs_k = kb * 128 + tl.arange(0, 128)
         w = tl.load(w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None], mask=nmask[None, :], other=0.0)
         ws = tl.load(ws_ptr + (offs_n // 128) * stride_wsn + kb, mask=nmask, other=0.0)
-        x = tl.load(x_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                    cache_modifier=".cg").to(tl.float32)
-        xq, xs = quant_group(x)
+        xq = tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
         acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
     return acc
+
+
+@triton.jit
+def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, na, nb, kb0,
+                   R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
+    """fp8_gemv_part for two column tiles (na.., nb..) of one weight sharing x (expert gate | up):
+    one pipelined k loop, both weight tiles in flight. Returns (acc_a, acc_b)."""
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    offs_a = na + tl.arange(0, BN)
+    offs_b = nb + tl.arange(0, BN)
+    acc_a = tl.zeros((16, BN), dtype=tl.float32)
+    acc_b = tl.zeros((16, BN), dtype=tl.float32)
+    for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
+        offs_k = kb * 128 + tl.arange(0, 128)
+        wa = tl.load(w_ptr + offs_a[None, :] * stride_wn + offs_k[:, None])
+        wb = tl.load(w_ptr + offs_b[None, :] * stride_wn + offs_k[:, None])
+        sa = tl.load(ws_ptr + (offs_a // 128) * stride_wsn + kb)
+        sb = tl.load(ws_ptr + (offs_b // 128) * stride_wsn + kb)
+        xq = tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+        acc_a += tl.dot(xq, wa) * xs[:, None] * sa[None, :]
+        acc_b += tl.dot(xq, wb) * xs[:, None] * sb[None, :]
+    return acc_a, acc_b
+
+
+@triton.jit
+def sum_parts(ptr, stride_part, offs, mask, KS: tl.constexpr):
+    """f32 sum of KS split-K parts at ptr + k * stride_part + offs, in part order 0, 1, ... (fixed)."""
+    acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    for k in tl.static_range(1, KS):
+        acc += tl.load(ptr + k * stride_part + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    return acc
+
+
+@triton.jit
+def quant_row(x_ptr, xq_ptr, xs_ptr, K: tl.constexpr):
+    """One bf16 row of K (a multiple of 128) -> fp8 xq [K] and per-128-group scales xs [K/128], with
+    per_token_group_quant_fp8 numerics (the same bits as quantizing it inside a GEMV tile)."""
+    G: tl.constexpr = 8 if (K // 128) % 8 == 0 else (4 if (K // 128) % 4 == 0 else (2 if (K // 128) % 2 == 0 else 1))
+    g = tl.arange(0, G)
+    c = tl.arange(0, 128)
+    for b in range(K // (128 * G)):
+        offs = (b * G + g)[:, None] * 128 + c[None, :]
+        x = tl.load(x_ptr + offs, cache_modifier=".cg").to(tl.float32)
+        amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-10)
+        xs = amax / FP8_MAX
+        tl.store(xq_ptr + offs, to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX)))
+        tl.store(xs_ptr + b * G + g, xs)
 
 
 @triton.jit

@@ -40,6 +40,7 @@ BOUNDS = {
     "shared.ids.max_abs": 0.0,
 }
 FAILS = []
+TILES = ls.Tiles()
 
 
 def fail(msg):
@@ -102,7 +103,7 @@ def check_config(geo, tp, width, context, kv_dtype, seed, dump, do_controls):
     step = li.random_step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed + 1, device="cuda",
                           mtp=width > 1, pad_rows=1 if width > 1 else 0)
     ref, kv_ref = li.oracle(geo, aw, mw, step)
-    L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda")
+    L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda", tiles=TILES)
     out1, kv1 = run_step(L, step)
     vals = compare(out1, kv1, ref, kv_ref, step, geo, L, mw)
     line = " ".join(f"{k.split('.', 1)[1]}={v:.3g}" for k, v in vals.items())
@@ -153,7 +154,7 @@ def check_config(geo, tp, width, context, kv_dtype, seed, dump, do_controls):
             f.write(f"{tag} kv_rows {nm.digest(kv1[step.out_loc[: step.live]])}\n")
     if do_controls:
         for name, must_fail, a2, m2 in controls(geo, aw, mw):
-            L2 = ls.build_shared(geo, a2, m2, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda")
+            L2 = ls.build_shared(geo, a2, m2, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda", tiles=TILES)
             o2, k2 = run_step(L2, step)
             v2 = compare(o2, k2, ref, kv_ref, step, geo, L2, mw)
             for b in must_fail:
@@ -171,7 +172,7 @@ def check_deadline(geo):
     aw, mw = li.random_weights(geo, tp=8, seed=5, device="cuda")
     step = li.random_step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=6, device="cuda")
     L = ls.build_shared(geo, aw, mw, tp=8, width=1, kv_dtype=torch.bfloat16, device="cuda",
-                        options=ls.LaunchOptions(deadline_s=0.05, skip_arrive=5, launch_id=3))
+                        options=ls.LaunchOptions(deadline_s=0.05, skip_arrive=5, launch_id=3), tiles=TILES)
     L(step.hidden, step.residual, step.cos_sin, step.kv_cache.clone(), step.out_loc, step.topk_slots)  # compiles
     torch.cuda.synchronize()
     L.reset_sync()
@@ -196,7 +197,11 @@ def main():
     p.add_argument("--kv", nargs="+", default=["bf16", "fp8"])
     p.add_argument("--dump", default=None)
     p.add_argument("--controls", default="first", choices=["first", "all", "none"])
+    p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: ls.Tiles())")
     args = p.parse_args()
+    global TILES
+    TILES = ls.Tiles().with_spec(args.tiles)
+    print("tiles:", TILES, flush=True)
     geo = li.glm53_geometry()
     first = True
     for tp in args.tp:

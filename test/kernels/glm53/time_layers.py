@@ -181,11 +181,31 @@ def main():
     p.add_argument("--no-perop", action="store_true")
     p.add_argument("--stages-only", action="store_true",
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
+    p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: ls.Tiles())")
+    p.add_argument("--sweep", nargs="*", default=None,
+                   help="only time these tile overrides (one spec each; '' = the defaults) at rows 1 and 8, ctx 8K")
+    p.add_argument("--no-variants", action="store_true", help="skip the stage-group variants")
     args = p.parse_args()
+    tiles = ls.Tiles().with_spec(args.tiles)
+    print("tiles:", tiles, flush=True)
     geo = li.glm53_geometry()
     bw = read_bandwidth()
     print(f"read-only streaming bandwidth: {bw / 1e12:.2f} TB/s (4 GiB, same run)", flush=True)
     layers = [li.random_weights(geo, tp=args.tp, seed=10 + i, device="cuda") for i in range(N_LAYERS)]
+    if args.sweep is not None:
+        for w in (1, 8):
+            st = li.random_step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
+            for spec in args.sweep:
+                t = tiles.with_spec(spec)
+                Ls = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
+                                      tiles=t) for aw, mw in layers]
+                kv = st.kv_cache.clone()
+                us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
+                                            for L in Ls]) / N_LAYERS
+                for L in Ls:
+                    L.check_error()
+                print(f"sweep rows {w} ctx 8192 tiles '{spec}': {us:.1f} us  regs={Ls[0].resources}", flush=True)
+        return
     if args.stages_only:
         from sgl_amd_mono.backends.triton.shared_layer import STAGES
 
@@ -193,7 +213,7 @@ def main():
         base = None
         for i, name in [(-1, "full")] + list(enumerate(STAGES)):
             Ls = [ls.build_shared(geo, aw, mw, tp=args.tp, width=1, kv_dtype=torch.bfloat16, device="cuda",
-                                  options=ls.LaunchOptions(skip_mask=0 if i < 0 else 1 << i)) for aw, mw in layers]
+                                  options=ls.LaunchOptions(skip_mask=0 if i < 0 else 1 << i), tiles=tiles) for aw, mw in layers]
             kv = st.kv_cache.clone()
             us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
                                         for L in Ls]) / N_LAYERS
@@ -206,8 +226,8 @@ def main():
         for w in args.widths:
             steps = [li.random_step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda")
                      for i in range(N_LAYERS)]
-            launches = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda")
-                        for aw, mw in layers]
+            launches = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
+                                        tiles=tiles) for aw, mw in layers]
             kvs = [st.kv_cache.clone() for st in steps]
 
             def run_all():
@@ -264,13 +284,13 @@ def main():
             torch.cuda.empty_cache()
     # where the time goes: the same launch with stage groups running no tasks (barriers kept)
     groups = {"no attention stages (1-7)": sum(1 << i for i in range(1, 8)),
-              "no MoE stages (9-13)": sum(1 << i for i in range(9, 14)),
-              "barriers only (all stages empty)": (1 << 14) - 1}
-    for w in (1, 8):
+              "no MoE stages (9-14)": sum(1 << i for i in range(9, 15)),
+              "barriers only (all stages empty)": (1 << 15) - 1}
+    for w in () if args.no_variants else (1, 8):
         st = li.random_step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
         for name, mask in [("full", 0)] + list(groups.items()):
             Ls = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
-                                  options=ls.LaunchOptions(skip_mask=mask)) for aw, mw in layers]
+                                  options=ls.LaunchOptions(skip_mask=mask), tiles=tiles) for aw, mw in layers]
             kv = st.kv_cache.clone()
             us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
                                         for L in Ls]) / N_LAYERS
