@@ -111,15 +111,15 @@ class Tiles:
     """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
     k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop."""
 
-    bn_a: int = 64
-    ks_a: int = 6
+    bn_a: int = 32
+    ks_a: int = 8
     bn_b: int = 64
     ks_b: int = 4
     bn_o: int = 64
     ks_o: int = 4
     be: int = 16
     ks_g: int = 8
-    bu: int = 32
+    bu: int = 64
     ks_u: int = 8
     bd: int = 128
     bc: int = 256
