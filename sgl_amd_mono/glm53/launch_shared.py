@@ -36,7 +36,16 @@ from sgl_amd_mono.backends.triton.shared_layer import STAGES as STAGE_NAMES  # n
 WIDTHS = (1, 2, 4, 8)
 TPS = (1, 8)
 KV_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8_e4m3"}
-NUM_WARPS = 8
+NUM_WARPS = 8  # at one program per SM; Tiles.num_warps gives 8 // progs_per_sm
+
+# Build variants the GPU scripts A/B (time_layers --variants); Tiles' defaults are DEFAULT_VARIANT's.
+VARIANTS = {
+    "baseline": {"prefetch": False, "progs_per_sm": 1},
+    "prefetch": {"prefetch": True, "progs_per_sm": 1},
+    "pp2": {"prefetch": False, "progs_per_sm": 2},
+    "both": {"prefetch": True, "progs_per_sm": 2},
+}
+DEFAULT_VARIANT = "prefetch"  # not yet measured on the H200: set from final_h200.sh's pick
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +118,10 @@ def _refusals(geo: Glm53Geometry, tp: int, width: int, kv_dtype: torch.dtype, at
 @dataclasses.dataclass(frozen=True)
 class Tiles:
     """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
-    k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop."""
+    k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop.
+    prefetch: L2 prefetch of later stages' weights before each barrier wait (NVIDIA only; a plain
+    load under the interpreter; off on HIP). progs_per_sm: programs a SM (1 at 8 warps, 2 at 4 warps);
+    the grid is progs_per_sm x SMs, refused unless the compiled kernel can keep all of it resident."""
 
     bn_a: int = 32
     ks_a: int = 8
@@ -126,11 +138,24 @@ class Tiles:
     att_blk: int = 32
     nsplit: int = 16
     stages: int = 3
+    prefetch: bool = VARIANTS[DEFAULT_VARIANT]["prefetch"]
+    progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
+    pf_up: int = 8  # with prefetch: routed experts whose w13 is prefetched at the start of up
+    pf_down: int = 16  # with prefetch: routed experts whose w2 is prefetched after up (24 MB at TP8)
+
+    @property
+    def num_warps(self) -> int:
+        return NUM_WARPS // self.progs_per_sm
+
+    def variant(self, name: str) -> "Tiles":
+        """These tiles with one of VARIANTS' options."""
+        return dataclasses.replace(self, **VARIANTS[name])
 
     def with_spec(self, spec: str) -> "Tiles":
         """'bn_a=32,ks_a=8' -> these tiles with those fields replaced (benchmark sweeps)."""
-        kv = dict(p.split("=") for p in spec.split(",") if p.strip())
-        return dataclasses.replace(self, **{k.strip(): int(v) for k, v in kv.items()})
+        kv = {k.strip(): v.strip() for k, v in (p.split("=") for p in spec.split(",") if p.strip())}
+        conv = {k: (bool(int(v)) if isinstance(getattr(self, k), bool) else int(v)) for k, v in kv.items()}
+        return dataclasses.replace(self, **conv)
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
         """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
@@ -219,12 +244,15 @@ class SharedLaunch:
         self.shard = geo.shard(tp)
         self.program = describe(geo, tp=tp, width=width, tiles=tiles)
         self.interpret = self.device.type == "cpu"
+        if tiles.progs_per_sm not in (1, 2):
+            raise ValueError(f"progs_per_sm {tiles.progs_per_sm} is not 1 or 2")
+        self.num_warps = tiles.num_warps
         if options.placement == "sequential":
             self.n_programs = 1
         elif options.placement == "persistent":
             if self.device.type == "cuda":
                 n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
-                self.n_programs = options.n_programs or n_sm
+                self.n_programs = options.n_programs or n_sm * tiles.progs_per_sm
             elif self.device.type == "meta" and options.n_programs:  # AOT compiles (survey)
                 self.n_programs = options.n_programs
             else:
@@ -275,7 +303,8 @@ class SharedLaunch:
         return kv.view(torch.float8_e4m3fn) if kv.dtype == torch.uint8 else kv
 
     def kernel_args(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots, *, timer=None):
-        """(args, constexprs) of `shared_layer_kernel` for one step (also used by AOT compiles)."""
+        """(args, constexprs) of `shared_layer_kernel` for one step (also used by AOT compiles; there
+        `timer` says the target is NVIDIA, which also gates the PTX prefetch)."""
         kv = self._check_inputs(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         g, a, m, sc, t = self.geo, self.attn_w, self.moe_w, self.scratch, self.tiles
         s = self.shard
@@ -298,6 +327,8 @@ class SharedLaunch:
             BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_BLK=min(g.hidden, 1024), STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
+            PREFETCH=bool(t.prefetch and (self.interpret or (self.timer if timer is None else timer))),
+            PF_UP=t.pf_up, PF_DOWN=t.pf_down,
         )
         return args, meta
 
@@ -307,19 +338,20 @@ class SharedLaunch:
         args, meta = self.kernel_args(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         grid = (self.n_programs,)
         if not self._checked_resident:
-            k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=NUM_WARPS, **meta)
+            k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=self.num_warps, **meta)
             if hasattr(k, "_init_handles"):
                 k._init_handles()
             props = torch.cuda.get_device_properties(self.device)
             resident = program.resident_programs(
-                n_sm=props.multi_processor_count, regs_per_thread=k.n_regs, num_warps=NUM_WARPS,
+                n_sm=props.multi_processor_count, regs_per_thread=k.n_regs, num_warps=self.num_warps,
                 shared_bytes=k.metadata.shared)
             program.check_resident(self.program.name, self.n_programs, resident)
             self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": k.metadata.shared,
-                              "resident": resident}
+                              "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps,
+                              "prefetch": meta["PREFETCH"]}
             log.info("%s: %s", self.program.name, self.resources)
             self._checked_resident = True
-        shared_layer_kernel[grid](*args, num_warps=NUM_WARPS, **meta)
+        shared_layer_kernel[grid](*args, num_warps=self.num_warps, **meta)
         return self.out
 
 

@@ -15,9 +15,9 @@ BOUNDS = {"shared.o.rel": 1e-6, "shared.residual.rel": 1e-6, "shared.out.rel": 1
           "shared.ids.max_abs": 0.0, "shared.weights.max_abs": 1e-6}
 
 
-def _run(case):
+def _run(case, spec=""):
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, os.path.join(HERE, "_launch_interp_main.py"), case], env=env,
+    r = subprocess.run([sys.executable, os.path.join(HERE, "_launch_interp_main.py"), case, spec], env=env,
                        capture_output=True, text=True, timeout=300)
     vals = {}
     for line in r.stdout.splitlines():
@@ -35,6 +35,18 @@ def test_launch_matches_oracle(case):
         assert vals[name] <= bound, f"{name} = {vals[name]} > {bound}"
     assert vals["kv_rows_differ"] == 0 and vals["cache_rows_outside_out_loc"] == 0
     assert vals["epoch"] == 1  # the launch advanced its own epoch once
+
+
+def test_build_options_same_bits():
+    """The L2 prefetch (a plain load under the interpreter, which also checks every prefetched
+    address lies inside its tensor) and progs_per_sm change no bit (grid 1 here: the GPU scripts
+    A/B the grid)."""
+    r0, v0 = _run("w2", "prefetch=0,progs_per_sm=1")
+    r1, v1 = _run("w2", "prefetch=1,progs_per_sm=2")
+    assert r0.returncode == 0 and r1.returncode == 0, (r0.stderr[-3000:], r1.stderr[-3000:])
+    assert v0["bits_digest"] == v1["bits_digest"]
+    for name, bound in BOUNDS.items():
+        assert v1[name] <= bound and v0[name] <= bound
 
 
 def test_planted_error_fails_bound():

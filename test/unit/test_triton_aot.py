@@ -7,13 +7,21 @@ from sgl_amd_mono.backends.triton import survey
 from sgl_amd_mono.glm53 import launch_inputs as li
 
 
-@pytest.mark.parametrize("target", ["gfx950", "sm_90"])
-def test_compiles(target):
+@pytest.mark.parametrize("target,variant", [("gfx950", "both"), ("sm_90", "baseline"), ("sm_90", "both")])
+def test_compiles(target, variant):
+    """Both build options (L2 prefetch, two programs a SM at 4 warps): the sm_90 build carries the
+    PTX prefetches, the gfx950 build compiles without them."""
     import torch
 
-    r = survey.compile_one(target, geo=li.tiny_geometry(), tp=1, width=2, kv_dtype=torch.bfloat16, n_programs=8)
+    from sgl_amd_mono.glm53 import launch_shared as ls
+
+    tiles = ls.Tiles().variant(variant)
+    r = survey.compile_one(target, geo=li.tiny_geometry(), tp=1, width=2, kv_dtype=torch.bfloat16,
+                           n_programs=8 * tiles.progs_per_sm, tiles=tiles)
     print(r)
+    assert r["num_warps"] == (4 if variant == "both" else 8)
     if target == "sm_90":
         assert r["regs"] > 0 and r["spill_bytes"] >= 0
+        assert (r["prefetch_insts"] > 0) == tiles.prefetch and r["prefetch"] == int(tiles.prefetch)
     else:
-        assert r["vgprs"] > 0 and r["vgpr_spill"] >= 0
+        assert r["vgprs"] > 0 and r["vgpr_spill"] >= 0 and r["prefetch"] == 0

@@ -25,8 +25,8 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, quant_group, quant_row,
-                                                 rms_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, prefetch_l2, quant_group,
+                                                 quant_row, rms_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down", "combine")
@@ -48,6 +48,21 @@ def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: 
     """End `stage` on this program and wait for every program to end it. Returns the new ok."""
     if stage != SKIP_ARRIVE:  # SKIP_ARRIVE: a planted missing arrival (deadline tests); -1 = none
         arrive(sync_ptr, stage)
+    if ok != 0:
+        ok = wait_counter(sync_ptr, stage, epoch * NPROG, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
+    return ok
+
+
+@triton.jit
+def _arrive(sync_ptr, stage, SKIP_ARRIVE: tl.constexpr):
+    """The first half of `_barrier` (a prefetch may go between it and `_wait`)."""
+    if stage != SKIP_ARRIVE:
+        arrive(sync_ptr, stage)
+
+
+@triton.jit
+def _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr, TIMER: tl.constexpr):
+    """The second half of `_barrier`. Returns the new ok."""
     if ok != 0:
         ok = wait_counter(sync_ptr, stage, epoch * NPROG, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
     return ok
@@ -88,10 +103,18 @@ def shared_layer_kernel(
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
+    PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
 
     SKIP_MASK (timing variants only, 0 in every real build): stages whose bit is set run no tasks.
+    PREFETCH (NVIDIA builds and the interpreter only): fire-and-forget L2 prefetches of later stages'
+    weights, issued after this program's arrival and before its barrier wait (or at the start of a
+    stage with no weights of its own), each program a 1/NPROG share of the bytes (`prefetch_l2`):
+      start: qkv_a (norm1 has no weights) | after qkv_a: q_b (latent has none) | after q_b: w_kc, w_vc |
+      after absorb: o_proj (attn reads only the cache) | after o_proj: gate, shared expert w13 and w2 |
+      start of up: w13 of the first PF_UP routed experts | after up: w2 of the first PF_DOWN routed
+      experts (capped so a wide step's experts do not thrash the 50 MB L2). No value changes.
     Split-K part buffers are [KS, R, N] f32; quantized activations [R, K] fp8 + [R, K/128] f32.
     """
     pid = tl.program_id(0)
@@ -105,6 +128,10 @@ def shared_layer_kernel(
     HG: tl.constexpr = (H + 15) // 16
     SPLIT: tl.constexpr = KTOP // NSPLIT
     HV: tl.constexpr = H * VH
+
+    if PREFETCH:  # norm1 has no weights: qkv_a's stream starts now
+        prefetch_l2(qkv_a_ptr, QKV_N * D, pid, NPROG)
+        prefetch_l2(qkv_a_s_ptr, ((QKV_N + 127) // 128) * (D // 128) * 4, pid, NPROG)
 
     # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -124,7 +151,11 @@ def shared_layer_kernel(
         offs_n = nt * BN_A + tl.arange(0, BN_A)
         tl.store(qkv_part_ptr + (ks * R + rows[:, None]) * QKV_N + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < QKV_N))
-    ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    _arrive(sync_ptr, 1, SKIP_ARRIVE)
+    if PREFETCH:
+        prefetch_l2(q_b_ptr, H * QK * QL, pid, NPROG)
+        prefetch_l2(q_b_s_ptr, ((H * QK + 127) // 128) * (QL // 128) * 4, pid, NPROG)
+    ok = _wait(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
 
     # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
     for t in tl.range(pid, 2 * R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -166,7 +197,11 @@ def shared_layer_kernel(
         offs_n = nt * BN_B + tl.arange(0, BN_B)
         tl.store(qb_part_ptr + (ks * R + rows[:, None]) * (H * QK) + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < H * QK))
-    ok = _barrier(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    _arrive(sync_ptr, 3, SKIP_ARRIVE)
+    if PREFETCH:
+        prefetch_l2(w_kc_ptr, ((H - 1) * s_kc0 + (NOPE - 1) * s_kc1 + (KVL - 1) * s_kc2 + 1) * 2, pid, NPROG)
+        prefetch_l2(w_vc_ptr, ((H - 1) * s_vc0 + (KVL - 1) * s_vc1 + (VH - 1) * s_vc2 + 1) * 2, pid, NPROG)
+    ok = _wait(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
 
     # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
     NCH: tl.constexpr = KVL // 128
@@ -193,7 +228,11 @@ def shared_layer_kernel(
                 base = qcat_ptr + r * (H * KVD) + h * KVD + KVL
                 tl.store(base + 2 * i, to_bf16(e))
                 tl.store(base + 2 * i + 1, to_bf16(o))
-    ok = _barrier(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    _arrive(sync_ptr, 4, SKIP_ARRIVE)
+    if PREFETCH:
+        prefetch_l2(o_proj_ptr, D * HV, pid, NPROG)
+        prefetch_l2(o_proj_s_ptr, (D // 128) * (HV // 128) * 4, pid, NPROG)
+    ok = _wait(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
 
     # ---- 5 attn: split-K sparse MLA partials; 16 heads of one row share each KV tile ----
     NEG: tl.constexpr = -1.0e30
@@ -278,7 +317,14 @@ def shared_layer_kernel(
         offs_n = nt * BN_O + tl.arange(0, BN_O)
         tl.store(o_part_ptr + (ks * R + rows[:, None]) * D + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < D))
-    ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    _arrive(sync_ptr, 7, SKIP_ARRIVE)
+    if PREFETCH:
+        prefetch_l2(gate_ptr, E * D * 2, pid, NPROG)
+        prefetch_l2(w13_ptr + E * (2 * I * D), 2 * I * D, pid, NPROG)  # the shared expert: always used
+        prefetch_l2(w13_s_ptr + E * ((2 * I // 128) * (D // 128)), (2 * I // 128) * (D // 128) * 4, pid, NPROG)
+        prefetch_l2(w2_ptr + E * (D * I), D * I, pid, NPROG)
+        prefetch_l2(w2_s_ptr + E * ((D // 128) * (I // 128)), (D // 128) * (I // 128) * 4, pid, NPROG)
+    ok = _wait(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
 
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -362,6 +408,11 @@ def shared_layer_kernel(
     n_u = tl.minimum(tl.load(nu_ptr, cache_modifier=".cg"), MAXU)
     NT_UP: tl.constexpr = I // BU
     NKB_U: tl.constexpr = (D // 128) // KS_U
+    if PREFETCH:  # the first routed experts' w13, now that route has named them
+        for u in range(tl.minimum(n_u - 1, PF_UP)):
+            e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
+            prefetch_l2(w13_ptr + e * (2 * I * D), 2 * I * D, pid, NPROG)
+            prefetch_l2(w13_s_ptr + e * ((2 * I // 128) * (D // 128)), (2 * I // 128) * (D // 128) * 4, pid, NPROG)
     for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // (NT_UP * KS_U)
         nt = (t // KS_U) % NT_UP
@@ -374,7 +425,13 @@ def shared_layer_kernel(
         pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
         tl.store(pb + cols[None, :], g, mask=rmask[:, None])
         tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    _arrive(sync_ptr, 11, SKIP_ARRIVE)
+    if PREFETCH:
+        for u in range(tl.minimum(n_u - 1, PF_DOWN)):  # routed experts (the shared one is last)
+            e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
+            prefetch_l2(w2_ptr + e * (D * I), D * I, pid, NPROG)
+            prefetch_l2(w2_s_ptr + e * ((D // 128) * (I // 128)), (D // 128) * (I // 128) * 4, pid, NPROG)
+    ok = _wait(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
     NG_I: tl.constexpr = I // 128

@@ -84,8 +84,10 @@ def _amd_usage(amdgcn: str) -> dict:
             "scratch": get(r"ScratchSize:\s+(\d+)")}
 
 
-def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: int, num_warps: int = 8,
+def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: int, num_warps: int = 0,
                 tiles=None) -> dict:
+    """num_warps 0: the tiles' (8 at one program per SM, 4 at two). The PTX L2 prefetch is built for
+    NVIDIA targets only (tiles.prefetch; HIP builds leave it out)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -95,9 +97,11 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     from sgl_amd_mono.glm53 import launch_shared as ls
 
     aw, mw = li.meta_weights(geo, tp=tp)
+    tiles = tiles or ls.Tiles()
+    num_warps = num_warps or tiles.num_warps
     L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="meta",
                         options=ls.LaunchOptions(placement="persistent", n_programs=n_programs),
-                        tiles=tiles or ls.Tiles())
+                        tiles=tiles)
     st = li.meta_step(geo, width=width, context=geo.index_topk * 2, kv_dtype=kv_dtype)
     backend, arch, warp = TARGETS[target]
     args, meta = L.kernel_args(st.hidden, st.residual, st.cos_sin, st.kv_cache, st.out_loc, st.topk_slots,
@@ -107,14 +111,18 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     attrs = divisibility(shared_layer_kernel, args, meta)
     k = triton.compile(ASTSource(shared_layer_kernel, sig, consts, attrs), target=GPUTarget(backend, arch, warp),
                        options={"num_warps": num_warps})
-    out = {"target": target, "tp": tp, "width": width, "kv": ls.KV_DTYPES[kv_dtype], "compile_s": round(time.time() - t, 1),
-           "shared": k.metadata.shared}
+    out = {"target": target, "tp": tp, "width": width, "kv": ls.KV_DTYPES[kv_dtype],
+           "prefetch": int(meta["PREFETCH"]), "num_warps": num_warps, "grid": n_programs,
+           "compile_s": round(time.time() - t, 1), "shared": k.metadata.shared}
+    if backend == "cuda":
+        out["prefetch_insts"] = k.asm["ptx"].count("prefetch.global.L2")
     out.update(_ptxas_usage(k.asm["ptx"]) if backend == "cuda" else _amd_usage(k.asm["amdgcn"]))
     return out
 
 
 def main(argv=None):
     from sgl_amd_mono.glm53 import launch_inputs as li
+    from sgl_amd_mono.glm53 import launch_shared as ls
 
     p = argparse.ArgumentParser()
     p.add_argument("--targets", nargs="+", default=["gfx950", "sm_90"])
@@ -122,7 +130,9 @@ def main(argv=None):
     p.add_argument("--widths", type=int, nargs="+", default=[1, 8])
     p.add_argument("--kv", nargs="+", default=["bf16"])
     p.add_argument("--tiny", action="store_true", help="the tiny CI geometry instead of GLM-5.3")
-    p.add_argument("--programs", type=int, default=0, help="grid (default: 256 for gfx950, 132 for sm_90)")
+    p.add_argument("--programs", type=int, default=0,
+                   help="SMs/CUs (default: 256 for gfx950, 132 for sm_90); grid = this x progs_per_sm")
+    p.add_argument("--variants", nargs="+", default=["baseline"], help="launch_shared.VARIANTS names")
     a = p.parse_args(argv)
     geo = li.tiny_geometry() if a.tiny else li.glm53_geometry()
     rows = []
@@ -131,10 +141,13 @@ def main(argv=None):
             for w in a.widths:
                 for kv in a.kv:
                     kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn
-                    n = a.programs or (256 if target.startswith("gfx") else 132)
-                    r = compile_one(target, geo=geo, tp=tp, width=w, kv_dtype=kvd, n_programs=n)
-                    rows.append(r)
-                    print(" ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+                    for var in a.variants:
+                        tiles = ls.Tiles().variant(var)
+                        n = (a.programs or (256 if target.startswith("gfx") else 132)) * tiles.progs_per_sm
+                        r = compile_one(target, geo=geo, tp=tp, width=w, kv_dtype=kvd, n_programs=n, tiles=tiles)
+                        r = {"variant": var, **r}
+                        rows.append(r)
+                        print(" ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     return rows
 
 

@@ -113,6 +113,35 @@ def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr
 
 
 @triton.jit
+def _prefetch_lines(p):
+    """One fire-and-forget L2 prefetch per element (a 128-byte line each). Under the interpreter
+    (no inline PTX) a plain load of the line's first byte, dropped: it checks the address is inside
+    the tensor and changes nothing."""
+    if _SOFT_CVT:
+        tl.load(p)
+    else:
+        # is_pure=False: a side effect, never dead-code eliminated although the dummy is unused
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [p],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
+PF_LINES: tl.constexpr = tl.constexpr(256)  # lines a prefetch round (one per thread at 8 warps)
+
+
+@triton.jit
+def prefetch_l2(ptr, nbytes, pid, NPROG: tl.constexpr):
+    """L2 prefetch of bytes [0, nbytes) from ptr, this program's share: rounds of PF_LINES 128-byte
+    lines, round c on program c % NPROG. L2 is shared by every SM, so the split need not match which
+    program later reads a line. NVIDIA only (the caller gates it; gfx950 builds never call it)."""
+    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
+    nl = (nbytes + 127) // 128
+    ln = tl.arange(0, PF_LINES)
+    for c in tl.range(pid * PF_LINES, nl, NPROG * PF_LINES, num_stages=1):
+        li = tl.minimum(c + ln, nl - 1)  # clamped: a short last round re-touches the last line
+        _prefetch_lines(base + li.to(tl.int64) * 128)
+
+
+@triton.jit
 def sum_parts(ptr, stride_part, offs, mask, KS: tl.constexpr):
     """f32 sum of KS split-K parts at ptr + k * stride_part + offs, in part order 0, 1, ... (fixed)."""
     acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")

@@ -185,9 +185,14 @@ def main():
     p.add_argument("--sweep", nargs="*", default=None,
                    help="only time these tile overrides (one spec each; '' = the defaults) at rows 1 and 8, ctx 8K")
     p.add_argument("--no-variants", action="store_true", help="skip the stage-group variants")
+    p.add_argument("--variants", nargs="+", default=None,
+                   help="build variants (launch_shared.VARIANTS names) timed in the same run, one table each")
+    p.add_argument("--pick", default=None,
+                   help="with --variants: write the fastest variant's tile spec here (least summed us at the first context)")
     args = p.parse_args()
     tiles = ls.Tiles().with_spec(args.tiles)
     print("tiles:", tiles, flush=True)
+    variants = [(v, tiles.variant(v)) for v in args.variants] if args.variants else [("tiles", tiles)]
     geo = li.glm53_geometry()
     bw = read_bandwidth()
     print(f"read-only streaming bandwidth: {bw / 1e12:.2f} TB/s (4 GiB, same run)", flush=True)
@@ -226,17 +231,27 @@ def main():
         for w in args.widths:
             steps = [li.random_step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda")
                      for i in range(N_LAYERS)]
-            launches = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
-                                        tiles=tiles) for aw, mw in layers]
             kvs = [st.kv_cache.clone() for st in steps]
+            var_us = {}
+            for vname, vt in variants:
+                try:
+                    launches = [ls.build_shared(geo, aw, mw, tp=args.tp, width=w, kv_dtype=torch.bfloat16,
+                                                device="cuda", tiles=vt) for aw, mw in layers]
 
-            def run_all():
-                for L, st, kv in zip(launches, steps, kvs):
-                    L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
+                    def run_all():
+                        for L, st, kv in zip(launches, steps, kvs):
+                            L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
 
-            us = graph_time_us(run_all) / N_LAYERS
-            for L in launches:
-                L.check_error()
+                    var_us[vname] = graph_time_us(run_all) / N_LAYERS
+                    for L in launches:
+                        L.check_error()
+                    print(f"ctx {ctx} rows {w} variant {vname}: launch {var_us[vname]:.1f} us "
+                          f"resources={launches[0].resources}", flush=True)
+                except Exception:
+                    traceback.print_exc()
+                    var_us[vname] = float("nan")
+                    print(f"ctx {ctx} rows {w} variant {vname}: FAILED (see traceback)", flush=True)
+            us = var_us[variants[0][0]]
             experts = sum(len(set(L.out["ids"].flatten().tolist())) for L in launches) / N_LAYERS
             floor_b = geo.layer_bytes(tp=args.tp, rows=w, context=ctx, experts=experts)["total"]
             floor_us = floor_b / bw * 1e6
@@ -275,11 +290,11 @@ def main():
                 print(f"torch oracle shared_layer (tp{args.tp}, {w} rows, ctx {ctx}, eager): {a.elapsed_time(b) * 1e3:.0f} us",
                       flush=True)
                 oracle_done = True
-            row = (ctx, w, us, floor_us, floor_b / 1e6, experts, perop_us)
-            rows.append(row)
-            print(f"ctx {ctx} rows {w}: launch {us:.1f} us, floor {floor_us:.1f} us ({floor_b / 1e6:.1f} MB, "
-                  f"{experts:.1f} experts), {floor_us / us:.0%} of floor; per-op {perop_us:.1f} us, "
-                  f"ratio {perop_us / us:.2f}x", flush=True)
+            for vname, us in var_us.items():
+                rows.append((vname, ctx, w, us, floor_us, floor_b / 1e6, experts, perop_us))
+                print(f"ctx {ctx} rows {w} [{vname}]: launch {us:.1f} us, floor {floor_us:.1f} us "
+                      f"({floor_b / 1e6:.1f} MB, {experts:.1f} experts), {floor_us / us:.0%} of floor; "
+                      f"per-op {perop_us:.1f} us, ratio {perop_us / us:.2f}x", flush=True)
             del launches, kvs, steps
             torch.cuda.empty_cache()
     # where the time goes: the same launch with stage groups running no tasks (barriers kept)
@@ -295,10 +310,26 @@ def main():
             us = graph_time_us(lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
                                         for L in Ls]) / N_LAYERS
             print(f"variant rows {w} ctx 8192 {name}: {us:.1f} us", flush=True)
-    print("\n| context | rows | launch us | floor us | MB | experts | fraction | per-op us | per-op/launch |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for ctx, w, us, fl, mb, ex, po in rows:
-        print(f"| {ctx} | {w} | {us:.1f} | {fl:.1f} | {mb:.1f} | {ex:.1f} | {fl / us:.0%} | {po:.1f} | {po / us:.2f} |")
+    for vname, vt in variants:
+        print(f"\nvariant {vname}: prefetch={vt.prefetch} progs_per_sm={vt.progs_per_sm} num_warps={vt.num_warps}")
+        print("| context | rows | launch us | floor us | MB | experts | fraction | per-op us | per-op/launch |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for vn, ctx, w, us, fl, mb, ex, po in rows:
+            if vn == vname:
+                print(f"| {ctx} | {w} | {us:.1f} | {fl:.1f} | {mb:.1f} | {ex:.1f} | {fl / us:.0%} | {po:.1f} | "
+                      f"{po / us:.2f} |")
+    if args.variants:
+        c0 = args.contexts[0]
+        tot = {v: sum(r[3] for r in rows if r[0] == v and r[1] == c0) for v, _ in variants}
+        tot = {v: t for v, t in tot.items() if t == t}  # NaN = failed variant
+        best = min(tot, key=tot.get) if tot else variants[0][0]
+        vt = dict(variants)[best]
+        spec = f"prefetch={int(vt.prefetch)},progs_per_sm={vt.progs_per_sm}"
+        print("\nsummed us at ctx", c0, {v: round(t, 1) for v, t in tot.items()})
+        print(f"FASTEST VARIANT: {best} ({spec})", flush=True)
+        if args.pick:
+            with open(args.pick, "w") as f:
+                f.write(f"{best} {spec}\n")
 
 
 if __name__ == "__main__":
