@@ -45,7 +45,10 @@ VARIANTS = {
     "pp2": {"prefetch": False, "progs_per_sm": 2},
     "both": {"prefetch": True, "progs_per_sm": 2},
 }
-DEFAULT_VARIANT = "prefetch"  # not yet measured on the H200: set from final_h200.sh's pick
+# H200 (Triton 3.6), TP8, 8K context, one run (test/kernels/glm53/results/final_h200_time_8k.log), µs at
+# 1 / 2 rows: baseline 175.9 / 189.4, prefetch 192.5 / 194.2, pp2 175.8 / 184.4, both 181.7 / 191.3.
+# The L2 prefetch costs more than it hides; two programs an SM (4 warps, spills 10) gains <= 3%: baseline.
+DEFAULT_VARIANT = "baseline"
 
 
 @dataclasses.dataclass(frozen=True)
