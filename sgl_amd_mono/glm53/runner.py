@@ -15,6 +15,7 @@ from typing import Any, Optional
 import torch
 
 from sgl_amd_mono.backends import reference as ref
+from sgl_amd_mono.glm53.backends_available import launch_backend_reason
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.indexer import run_indexer
 from sgl_amd_mono.glm53.layer import MoeWeights, attention_half, dense_half, moe_half
@@ -105,10 +106,9 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> ReferenceMon
     step; any other backend raises ValueError.
     """
     if backend not in BACKENDS:
-        raise ValueError(
-            f"sgl-amd-mono has no {backend!r} backend that runs a whole GLM-5.3 step on {ctx.isa} yet, "
-            "so the server should run without --enable-amd-monokernel (SGLang's own path)"
-        )
+        # the same sentence `explain` prints (backends_available is the one place that knows)
+        why = launch_backend_reason(ctx.isa) or f"backend {backend!r} is not one of {list(BACKENDS)}"
+        raise ValueError(f"sgl-amd-mono: {why}; run the server without --enable-amd-monokernel (SGLang's own path)")
     start = time.perf_counter()
     geo = Glm53Geometry.from_hf(hf_config)
     weights = bind_model(model, geo)

@@ -191,5 +191,5 @@ def test_launch_backend_is_refused(tiny_fp8):
     from sgl_amd_mono.glm53 import runner
 
     model, cfg = tiny_fp8
-    with pytest.raises(ValueError, match=r"no 'launch' backend .* on gfx950 .*without --enable-amd-monokernel"):
+    with pytest.raises(ValueError, match=r"no launch backend runs a whole GLM-5.3 step on gfx950 .*without --enable-amd-monokernel"):
         runner.build(model, cfg, BuildContext(isa="gfx950", widths=(1,), deadline_s=10.0, copies={}), backend="launch")
