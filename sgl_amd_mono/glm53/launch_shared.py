@@ -145,10 +145,26 @@ class Tiles:
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     pf_up: int = 8  # with prefetch: routed experts whose w13 is prefetched at the start of up
     pf_down: int = 16  # with prefetch: routed experts whose w2 is prefetched after up (24 MB at TP8)
+    warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
+    # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
+    waves_per_eu: int = 0
+    kpack: int = 0
+    mfma_nonk: int = 0  # matrix_instr_nonkdim
 
     @property
     def num_warps(self) -> int:
-        return NUM_WARPS // self.progs_per_sm
+        return (self.warps or NUM_WARPS) // self.progs_per_sm
+
+    def compile_options(self) -> dict:
+        """Extra Triton compile options (kernel launch kwargs) beyond num_warps: AMD ones only, and only
+        those set, so an NVIDIA build passes exactly what it passed before these fields existed."""
+        o = {"waves_per_eu": self.waves_per_eu, "kpack": self.kpack, "matrix_instr_nonkdim": self.mfma_nonk}
+        return {k: v for k, v in o.items() if v}
+
+    def for_target(self, target: str) -> "Tiles":
+        """These tiles with a target's build defaults (TARGET_TILES; targets not listed: unchanged, so
+        sm_90 builds exactly what it built before)."""
+        return dataclasses.replace(self, **TARGET_TILES.get(target.split(":")[0], {}))
 
     def variant(self, name: str) -> "Tiles":
         """These tiles with one of VARIANTS' options."""
@@ -172,6 +188,25 @@ class Tiles:
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u), be=min(self.be, _pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), bd=min(self.bd, geo.hidden), bc=min(self.bc, geo.hidden))
+
+
+# Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
+# gfx950 (AOT survey, test/kernels/glm53/results/survey_gfx950.txt): the NVIDIA tiles at 8 wave64s
+# (2 waves a SIMD: 256 VGPRs) spill ~600 VGPRs; 4 waves (one a SIMD: 512 with AGPRs) alone still
+# spill ~250, the rest being w_uv's unrolled NSPLIT=16 split loads in flight; 4 waves + nsplit 8: 0.
+# Compile-only evidence: no gfx950 device has run these.
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8}}
+
+
+def target_of(device) -> str:
+    """'gfx950'-style arch of a ROCm device, 'sm_NN' of a CUDA device, '' otherwise (cpu, meta)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ""
+    props = torch.cuda.get_device_properties(device)
+    if torch.version.hip is not None:
+        return props.gcnArchName.split(":")[0]
+    return f"sm_{props.major}{props.minor}"
 
 
 def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> program.LaunchProgram:
@@ -341,7 +376,8 @@ class SharedLaunch:
         args, meta = self.kernel_args(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         grid = (self.n_programs,)
         if not self._checked_resident:
-            k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=self.num_warps, **meta)
+            k = shared_layer_kernel.warmup(*args, grid=grid, num_warps=self.num_warps, **self.tiles.compile_options(),
+                                           **meta)
             if hasattr(k, "_init_handles"):
                 k._init_handles()
             props = torch.cuda.get_device_properties(self.device)
@@ -354,14 +390,17 @@ class SharedLaunch:
                               "prefetch": meta["PREFETCH"]}
             log.info("%s: %s", self.program.name, self.resources)
             self._checked_resident = True
-        shared_layer_kernel[grid](*args, num_warps=self.num_warps, **meta)
+        shared_layer_kernel[grid](*args, num_warps=self.num_warps, **self.tiles.compile_options(), **meta)
         return self.out
 
 
 def build_shared(geo: Glm53Geometry, attn_w: AttentionWeights, moe_w: MoeWeights, *, tp: int, width: int,
                  kv_dtype: torch.dtype, device, options: LaunchOptions = LaunchOptions(),
-                 tiles: Tiles = Tiles()) -> SharedLaunch:
-    """Build the shared launch for one width / TP shard / KV dtype; ValueError names what it was not built for."""
+                 tiles: Optional[Tiles] = None) -> SharedLaunch:
+    """Build the shared launch for one width / TP shard / KV dtype; ValueError names what it was not built for.
+    tiles None: Tiles() with the device's target defaults (`Tiles.for_target`)."""
+    if tiles is None:
+        tiles = Tiles().for_target(target_of(device))
     bad = _refusals(geo, tp, width, kv_dtype, attn_w, moe_w)
     if bad:
         raise ValueError("shared launch refused: " + "; ".join(bad))

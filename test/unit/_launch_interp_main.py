@@ -22,7 +22,10 @@ def main(case, spec=""):
         aw.o_proj_s[0, :] *= 1.2
     if case == "deadline":
         opts = ls.LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=5)
-    tiles = ls.Tiles().with_spec(spec)  # e.g. 'prefetch=0' (the build options the GPU scripts A/B)
+    # e.g. 'prefetch=0' (the build options the GPU scripts A/B); 'target=gfx950,...': that target's tiles first
+    parts = [p for p in spec.split(",") if p.strip()]
+    target = next((p.split("=", 1)[1].strip() for p in parts if p.strip().startswith("target=")), "")
+    tiles = ls.Tiles().for_target(target).with_spec(",".join(p for p in parts if not p.strip().startswith("target=")))
     L = ls.build_shared(geo, aw, mw, tp=1, width=width, kv_dtype=kv, device="cpu", options=opts, tiles=tiles)
     kv_t = st.kv_cache.clone()
     out = L(st.hidden, st.residual, st.cos_sin, kv_t, st.out_loc, st.topk_slots)

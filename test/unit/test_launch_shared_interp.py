@@ -49,6 +49,21 @@ def test_build_options_same_bits():
         assert v1[name] <= bound and v0[name] <= bound
 
 
+def test_gfx950_tiles():
+    """gfx950's build tiles (Tiles.for_target: 4 wave64s, nsplit 8) on the tiny geometry. Its 64 top-k
+    slots fit nsplit 8 only with attention blocks of 8 (att_blk 32 would fall back to one split), so
+    att_blk=8 here: the 8-way split-combine runs, and must be as exact as the default build."""
+    from sgl_amd_mono.glm53 import launch_shared as ls
+
+    t = ls.Tiles().for_target("gfx950")
+    assert t != ls.Tiles() and t.nsplit == 8 and t.num_warps == 4
+    r, vals = _run("w2", "target=gfx950,att_blk=8")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name, bound in BOUNDS.items():
+        assert vals[name] <= bound, f"{name} = {vals[name]} > {bound}"
+    assert vals["kv_rows_differ"] == 0 and vals["cache_rows_outside_out_loc"] == 0
+
+
 def test_planted_error_fails_bound():
     r, vals = _run("control")
     assert r.returncode == 0, r.stderr[-3000:]

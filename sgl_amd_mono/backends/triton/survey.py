@@ -9,6 +9,7 @@ counts come from the bundled ptxas (-v), gfx950's from the amdhsa metadata in th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import subprocess
@@ -97,7 +98,7 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     from sgl_amd_mono.glm53 import launch_shared as ls
 
     aw, mw = li.meta_weights(geo, tp=tp)
-    tiles = tiles or ls.Tiles()
+    tiles = tiles or ls.Tiles().for_target(target)
     num_warps = num_warps or tiles.num_warps
     L = ls.build_shared(geo, aw, mw, tp=tp, width=width, kv_dtype=kv_dtype, device="meta",
                         options=ls.LaunchOptions(placement="persistent", n_programs=n_programs),
@@ -110,13 +111,15 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     t = time.time()
     attrs = divisibility(shared_layer_kernel, args, meta)
     k = triton.compile(ASTSource(shared_layer_kernel, sig, consts, attrs), target=GPUTarget(backend, arch, warp),
-                       options={"num_warps": num_warps})
+                       options={"num_warps": num_warps, **tiles.compile_options()})
     out = {"target": target, "tp": tp, "width": width, "kv": ls.KV_DTYPES[kv_dtype],
-           "prefetch": int(meta["PREFETCH"]), "num_warps": num_warps, "grid": n_programs,
+           "prefetch": int(meta["PREFETCH"]), "num_warps": num_warps, "grid": n_programs, **tiles.compile_options(),
            "compile_s": round(time.time() - t, 1), "shared": k.metadata.shared}
     if backend == "cuda":
         out["prefetch_insts"] = k.asm["ptx"].count("prefetch.global.L2")
     out.update(_ptxas_usage(k.asm["ptx"]) if backend == "cuda" else _amd_usage(k.asm["amdgcn"]))
+    code = k.asm["cubin"] if backend == "cuda" else k.asm["hsaco"]  # the code object's bytes
+    out["sha"] = hashlib.sha256(code if isinstance(code, bytes) else code.encode()).hexdigest()[:12]
     return out
 
 
@@ -132,6 +135,7 @@ def main(argv=None):
     p.add_argument("--tiny", action="store_true", help="the tiny CI geometry instead of GLM-5.3")
     p.add_argument("--programs", type=int, default=0,
                    help="SMs/CUs (default: 256 for gfx950, 132 for sm_90); grid = this x progs_per_sm")
+    p.add_argument("--spec", default="", help="Tiles fields over the target's defaults, 'warps=4,stages=2'")
     p.add_argument("--variants", nargs="+", default=["baseline"], help="launch_shared.VARIANTS names")
     a = p.parse_args(argv)
     geo = li.tiny_geometry() if a.tiny else li.glm53_geometry()
@@ -142,7 +146,9 @@ def main(argv=None):
                 for kv in a.kv:
                     kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn
                     for var in a.variants:
-                        tiles = ls.Tiles().variant(var)
+                        tiles = ls.Tiles().for_target(target).variant(var)
+                        if a.spec:
+                            tiles = tiles.with_spec(a.spec)
                         n = (a.programs or (256 if target.startswith("gfx") else 132)) * tiles.progs_per_sm
                         r = compile_one(target, geo=geo, tp=tp, width=w, kv_dtype=kvd, n_programs=n, tiles=tiles)
                         r = {"variant": var, **r}
