@@ -43,6 +43,26 @@ def _to_cache(x_bf16, kv_ptr):
 
 
 @triton.jit
+def _split_k_gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.constexpr,
+                        K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                        NPROG: tl.constexpr):
+    """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
+    t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
+    w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage."""
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    NKB: tl.constexpr = (K // 128) // KS
+    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        nt = t // KS
+        ks = t % KS
+        acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
+                            ks * NKB, R, NKB, BN, STAGES)
+        offs_n = nt * BN + tl.arange(0, BN)
+        tl.store(part_ptr + (ks * R + rows[:, None]) * N + offs_n[None, :], acc,
+                 mask=rmask[:, None] & (offs_n[None, :] < N))
+
+
+@triton.jit
 def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr,
              TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr):
     """End `stage` on this program and wait for every program to end it. Returns the new ok."""
@@ -142,15 +162,9 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 1 qkv_a: split-K parts ----
-    NKB_A: tl.constexpr = (D // 128) // KS_A
-    for t in tl.range(pid, tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        nt = t // KS_A
-        ks = t % KS_A
-        acc = fp8_gemv_part(xq1_ptr, xs1_ptr, D, D // 128, qkv_a_ptr, D, qkv_a_s_ptr, D // 128, nt * BN_A, QKV_N,
-                            ks * NKB_A, R, NKB_A, BN_A, STAGES)
-        offs_n = nt * BN_A + tl.arange(0, BN_A)
-        tl.store(qkv_part_ptr + (ks * R + rows[:, None]) * QKV_N + offs_n[None, :], acc,
-                 mask=rmask[:, None] & (offs_n[None, :] < QKV_N))
+    _split_k_gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
+                        tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
+                        R, D, KS_A, BN_A, STAGES, NPROG)
     _arrive(sync_ptr, 1, SKIP_ARRIVE)
     if PREFETCH:
         prefetch_l2(q_b_ptr, H * QK * QL, pid, NPROG)
@@ -188,15 +202,9 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 3 q_b: split-K parts ----
-    NKB_B: tl.constexpr = (QL // 128) // KS_B
-    for t in tl.range(pid, tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        nt = t // KS_B
-        ks = t % KS_B
-        acc = fp8_gemv_part(qlq_ptr, qls_ptr, QL, QL // 128, q_b_ptr, QL, q_b_s_ptr, QL // 128, nt * BN_B, H * QK,
-                            ks * NKB_B, R, NKB_B, BN_B, STAGES)
-        offs_n = nt * BN_B + tl.arange(0, BN_B)
-        tl.store(qb_part_ptr + (ks * R + rows[:, None]) * (H * QK) + offs_n[None, :], acc,
-                 mask=rmask[:, None] & (offs_n[None, :] < H * QK))
+    _split_k_gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
+                        tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
+                        R, QL, KS_B, BN_B, STAGES, NPROG)
     _arrive(sync_ptr, 3, SKIP_ARRIVE)
     if PREFETCH:
         prefetch_l2(w_kc_ptr, ((H - 1) * s_kc0 + (NOPE - 1) * s_kc1 + (KVL - 1) * s_kc2 + 1) * 2, pid, NPROG)
@@ -308,15 +316,9 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
 
     # ---- 7 o_proj: split-K parts ----
-    NKB_O: tl.constexpr = (HV // 128) // KS_O
-    for t in tl.range(pid, tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        nt = t // KS_O
-        ks = t % KS_O
-        acc = fp8_gemv_part(vq_ptr, vs_ptr, HV, HV // 128, o_proj_ptr, HV, o_proj_s_ptr, HV // 128, nt * BN_O, D,
-                            ks * NKB_O, R, NKB_O, BN_O, STAGES)
-        offs_n = nt * BN_O + tl.arange(0, BN_O)
-        tl.store(o_part_ptr + (ks * R + rows[:, None]) * D + offs_n[None, :], acc,
-                 mask=rmask[:, None] & (offs_n[None, :] < D))
+    _split_k_gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
+                        tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
+                        R, HV, KS_O, BN_O, STAGES, NPROG)
     _arrive(sync_ptr, 7, SKIP_ARRIVE)
     if PREFETCH:
         prefetch_l2(gate_ptr, E * D * 2, pid, NPROG)
