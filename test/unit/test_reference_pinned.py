@@ -9,6 +9,8 @@ test_reference_triton.py under Triton's interpreter.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -90,12 +92,17 @@ def test_linears_and_rope(bound):
     _check("reference.rope.rel", ours, torch.cat((tq, tk), dim=1), shifted)
 
 
-def _swap_in(targets, values):
-    """Copy `values` into SGLang's parameters `targets`; returns the saved originals."""
+@contextlib.contextmanager
+def _swapped_in(targets, values):
+    """SGLang's parameters `targets` hold `values` inside the block, their own values again after it."""
     saved = [t.clone() for t in targets]
     for t, v in zip(targets, values):
         t.copy_(v)
-    return saved
+    try:
+        yield
+    finally:
+        for t, v in zip(targets, saved):
+            t.copy_(v)
 
 
 @torch.no_grad()
@@ -114,11 +121,8 @@ def test_dense_mlp(bound, tiny_bf16):
     mlp = tiny_bf16[0].model.layers[0].mlp
     targets = (mlp.gate_up_proj.weight, mlp.down_proj.weight)
     values = [ref.dequant_block_fp8(d.gate_up, d.gate_up_s).bfloat16(), ref.dequant_block_fp8(d.down, d.down_s).bfloat16()]
-    saved = _swap_in(targets, values)
-    try:
+    with _swapped_in(targets, values):
         theirs = mlp(x)
-    finally:
-        _swap_in(targets, saved)
     _check("reference.dense_mlp_fp8.rel", ours, theirs, planted)
 
 
@@ -164,11 +168,8 @@ def test_moe(bound, tiny_bf16):
     deq2 = torch.stack([ref.dequant_block_fp8(mw.w2[i], mw.w2_s[i]) for i in range(e + 1)]).to(torch.bfloat16)
     targets = (bf16_mlp.experts.w13_weight, bf16_mlp.experts.w2_weight,
                bf16_mlp.shared_experts.gate_up_proj.weight, bf16_mlp.shared_experts.down_proj.weight)
-    saved = _swap_in(targets, (deq13[:e], deq2[:e], deq13[e], deq2[e]))
-    try:
+    with _swapped_in(targets, (deq13[:e], deq2[:e], deq13[e], deq2[e])):
         theirs = bf16_mlp(x)
-    finally:
-        _swap_in(targets, saved)
     _check("reference.moe_fp8.rel", ours, theirs, planted)
 
 
