@@ -25,7 +25,7 @@ from typing import Optional
 
 import torch
 
-from sgl_amd_mono.common import guard, program
+from sgl_amd_mono.common import guard, program, trace
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.layer import AttentionWeights, MoeWeights
 
@@ -61,6 +61,7 @@ class LaunchOptions:
     skip_arrive: int = -1  # a planted missing arrival at this stage (deadline tests only)
     launch_id: int = 0  # named in error words
     skip_mask: int = 0  # timing variants only: bit s set = stage s runs no tasks (results invalid)
+    trace: bool = False  # NVIDIA timing builds only: every program stamps the global timer at each stage
 
 
 def _pow2(n: int) -> int:
@@ -311,6 +312,9 @@ class SharedLaunch:
         }
         self.sync = mk((1 + len(self.program.stages),), torch.int32)
         self.err = guard.new_error_word(self.device)
+        self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
+        if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
+            raise ValueError("trace builds need an NVIDIA GPU (they read its global timer)")
         self.copies_bytes = 0
         log.info("%s: weights bound in place, copies made: none (%d bytes); scratch %.1f MiB; grid %d",
                  self.program.name, self.copies_bytes, sum(self.program.scratch.values()) / 2**20, self.n_programs)
@@ -320,6 +324,10 @@ class SharedLaunch:
         """Zero the epoch, counters and error word (after a missed deadline; never needed otherwise)."""
         self.sync.zero_()
         self.err.zero_()
+
+    def trace_table(self) -> list:
+        """After a trace build's step: `common.trace.stage_table` of its stamps (per-stage µs)."""
+        return trace.stage_table(self.trace.cpu(), self.program.stage_names())
 
     def check_error(self) -> None:
         guard.check_error(self.err, {self.options.launch_id: self.program.name}, self.program.stage_names())
@@ -355,7 +363,7 @@ class SharedLaunch:
             *(sc[k] for k in ("res1", "xn1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
                               "pm", "pl", "pacc", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
                               "n_uniq", "uniq", "wmat", "up_part", "aq", "as", "part")),
-            self.sync, self.err, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
+            self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         meta = dict(
             R=self.width, D=g.hidden, QL=g.q_lora, KVL=g.kv_lora, ROPE=g.qk_rope, NOPE=g.qk_nope, VH=g.v_head,
@@ -366,7 +374,7 @@ class SharedLaunch:
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             PREFETCH=bool(t.prefetch and (self.interpret or (self.timer if timer is None else timer))),
-            PF_UP=t.pf_up, PF_DOWN=t.pf_down,
+            PF_UP=t.pf_up, PF_DOWN=t.pf_down, TRACE=self.options.trace,
         )
         return args, meta
 

@@ -63,28 +63,38 @@ def _split_k_gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N
 
 
 @triton.jit
+def _stamp(trace_ptr, pid, slot, TRACE: tl.constexpr):
+    """TRACE builds only: this program's global timer (ns) at trace[pid, slot]."""
+    if TRACE:
+        tl.debug_barrier()
+        tl.store(trace_ptr + pid * (2 * N_COUNTERS) + slot, tl.extra.cuda.globaltimer())
+
+
+@triton.jit
 def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr,
-             TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr):
+             TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, trace_ptr, TRACE: tl.constexpr):
     """End `stage` on this program and wait for every program to end it. Returns the new ok."""
+    _arrive(sync_ptr, stage, SKIP_ARRIVE, trace_ptr, pid, TRACE)
+    return _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
+
+
+@triton.jit
+def _arrive(sync_ptr, stage, SKIP_ARRIVE: tl.constexpr, trace_ptr, pid, TRACE: tl.constexpr):
+    """The first half of `_barrier` (a prefetch may go between it and `_wait`). TRACE: stamps
+    trace[pid, 2 * stage] when this program's tasks of the stage are done."""
+    _stamp(trace_ptr, pid, 2 * stage, TRACE)
     if stage != SKIP_ARRIVE:  # SKIP_ARRIVE: a planted missing arrival (deadline tests); -1 = none
         arrive(sync_ptr, stage)
-    if ok != 0:
-        ok = wait_counter(sync_ptr, stage, epoch * NPROG, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
-    return ok
 
 
 @triton.jit
-def _arrive(sync_ptr, stage, SKIP_ARRIVE: tl.constexpr):
-    """The first half of `_barrier` (a prefetch may go between it and `_wait`)."""
-    if stage != SKIP_ARRIVE:
-        arrive(sync_ptr, stage)
-
-
-@triton.jit
-def _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr, TIMER: tl.constexpr):
-    """The second half of `_barrier`. Returns the new ok."""
+def _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr, TIMER: tl.constexpr,
+          trace_ptr, TRACE: tl.constexpr):
+    """The second half of `_barrier`. Returns the new ok. TRACE: stamps trace[pid, 2 * stage + 1]
+    when this program leaves the wait."""
     if ok != 0:
         ok = wait_counter(sync_ptr, stage, epoch * NPROG, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
+    _stamp(trace_ptr, pid, 2 * stage + 1, TRACE)
     return ok
 
 
@@ -113,7 +123,7 @@ def shared_layer_kernel(
     pm_ptr, pl_ptr, pacc_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
     nu_ptr, uniq_ptr, wmat_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
     # sync
-    sync_ptr, err_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
+    sync_ptr, err_ptr, trace_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
     NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr,
@@ -123,7 +133,7 @@ def shared_layer_kernel(
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
-    PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr,
+    PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr, TRACE: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
 
@@ -139,6 +149,7 @@ def shared_layer_kernel(
     """
     pid = tl.program_id(0)
     epoch = read_epoch(sync_ptr)
+    _stamp(trace_ptr, pid, 2 * N_COUNTERS - 1, TRACE)  # the start (slot of the last stage's unused wait)
     ok = pid * 0 + 1
     rows = tl.arange(0, 16)
     rmask = rows < R
@@ -159,17 +170,17 @@ def shared_layer_kernel(
                 eps, D, NORM_BLK, True)
         tl.debug_barrier()  # this program's xn1 stores before its own re-read
         quant_row(xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), D)
-    ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
     _split_k_gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
                         tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
                         R, D, KS_A, BN_A, STAGES, NPROG)
-    _arrive(sync_ptr, 1, SKIP_ARRIVE)
+    _arrive(sync_ptr, 1, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(q_b_ptr, H * QK * QL, pid, NPROG)
         prefetch_l2(q_b_s_ptr, ((H * QK + 127) // 128) * (QL // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
+    ok = _wait(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
 
     # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
     for t in tl.range(pid, 2 * R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -199,17 +210,17 @@ def shared_layer_kernel(
             e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
             tl.store(row_ptr + KVL + 2 * i, _to_cache(to_bf16(e), kv_ptr))
             tl.store(row_ptr + KVL + 2 * i + 1, _to_cache(to_bf16(o), kv_ptr))
-    ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 3 q_b: split-K parts ----
     _split_k_gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
                         tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
                         R, QL, KS_B, BN_B, STAGES, NPROG)
-    _arrive(sync_ptr, 3, SKIP_ARRIVE)
+    _arrive(sync_ptr, 3, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(w_kc_ptr, ((H - 1) * s_kc0 + (NOPE - 1) * s_kc1 + (KVL - 1) * s_kc2 + 1) * 2, pid, NPROG)
         prefetch_l2(w_vc_ptr, ((H - 1) * s_vc0 + (KVL - 1) * s_vc1 + (VH - 1) * s_vc2 + 1) * 2, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
+    ok = _wait(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
 
     # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
     NCH: tl.constexpr = KVL // 128
@@ -236,11 +247,11 @@ def shared_layer_kernel(
                 base = qcat_ptr + r * (H * KVD) + h * KVD + KVL
                 tl.store(base + 2 * i, to_bf16(e))
                 tl.store(base + 2 * i + 1, to_bf16(o))
-    _arrive(sync_ptr, 4, SKIP_ARRIVE)
+    _arrive(sync_ptr, 4, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(o_proj_ptr, D * HV, pid, NPROG)
         prefetch_l2(o_proj_s_ptr, (D // 128) * (HV // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
+    ok = _wait(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
 
     # ---- 5 attn: split-K sparse MLA partials; 16 heads of one row share each KV tile ----
     NEG: tl.constexpr = -1.0e30
@@ -280,7 +291,7 @@ def shared_layer_kernel(
         tl.store(pm_ptr + pbase, m, mask=hmask)
         tl.store(pl_ptr + pbase, l, mask=hmask)
         tl.store(pacc_ptr + pbase[:, None] * KVL + dl[None, :], acc, mask=hmask[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 5, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 5, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 6 w_uv: combine the splits in order, round to bf16, @ w_vc[h]; v quantized here ----
     NVC: tl.constexpr = VH // 128
@@ -313,20 +324,20 @@ def shared_layer_kernel(
         vq, vs = quant_group(to_bf16(vacc).to(tl.float32))  # this tile is one 128-group of v's row
         tl.store(vq_ptr + rows[:, None] * HV + h * VH + cols[None, :], vq, mask=rmask[:, None])
         tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
-    ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 7 o_proj: split-K parts ----
     _split_k_gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
                         tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
                         R, HV, KS_O, BN_O, STAGES, NPROG)
-    _arrive(sync_ptr, 7, SKIP_ARRIVE)
+    _arrive(sync_ptr, 7, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(gate_ptr, E * D * 2, pid, NPROG)
         prefetch_l2(w13_ptr + E * (2 * I * D), 2 * I * D, pid, NPROG)  # the shared expert: always used
         prefetch_l2(w13_s_ptr + E * ((2 * I // 128) * (D // 128)), (2 * I // 128) * (D // 128) * 4, pid, NPROG)
         prefetch_l2(w2_ptr + E * (D * I), D * I, pid, NPROG)
         prefetch_l2(w2_s_ptr + E * ((D // 128) * (I // 128)), (D // 128) * (I // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
+    ok = _wait(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
 
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -348,7 +359,7 @@ def shared_layer_kernel(
             tl.store(xn2_ptr + r * D + offs, to_bf16((s * rstd) * w))
         tl.debug_barrier()
         quant_row(xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), D)
-    ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 9 gate: split-K parts of the f32 logits of the bf16 gate (bf16 products are exact in f32) ----
     NKB_G: tl.constexpr = (D // 128) // KS_G
@@ -365,7 +376,7 @@ def shared_layer_kernel(
                         cache_modifier=".cg")
             acc += dot_bf16(x, g)
         tl.store(lg_part_ptr + (kg * R + rows[:, None]) * E + ex[None, :], acc, mask=rmask[:, None] & emask[None, :])
-    ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 10 route: biased top-k (lowest id on ties), renormalise, scale; used experts ascending ----
     if (pid == 0) & (ok != 0) & ((SKIP_MASK >> 10) & 1 == 0):
@@ -404,7 +415,7 @@ def shared_layer_kernel(
         tl.store(uniq_ptr + n_used, E)
         tl.store(wmat_ptr + n_used * 16 + rows, tl.where(rmask, 1.0, 0.0))
         tl.store(nu_ptr, n_used + 1)
-    ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 11 up: split-K parts of x @ gate^T | x @ up^T per used expert ----
     n_u = tl.minimum(tl.load(nu_ptr, cache_modifier=".cg"), MAXU)
@@ -427,13 +438,13 @@ def shared_layer_kernel(
         pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
         tl.store(pb + cols[None, :], g, mask=rmask[:, None])
         tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
-    _arrive(sync_ptr, 11, SKIP_ARRIVE)
+    _arrive(sync_ptr, 11, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         for u in range(tl.minimum(n_u - 1, PF_DOWN)):  # routed experts (the shared one is last)
             e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
             prefetch_l2(w2_ptr + e * (D * I), D * I, pid, NPROG)
             prefetch_l2(w2_s_ptr + e * ((D // 128) * (I // 128)), (D // 128) * (I // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER)
+    ok = _wait(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
     NG_I: tl.constexpr = I // 128
@@ -449,7 +460,7 @@ def shared_layer_kernel(
         aq, as_ = quant_group(a)
         tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
         tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_, mask=rmask)
-    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 13 down: partial[u, r] = w[u, r] * (q(act) @ w2^T) in f32 ----
     NT_DN: tl.constexpr = D // BD
@@ -463,7 +474,7 @@ def shared_layer_kernel(
         cols = nt * BD + tl.arange(0, BD)
         tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y,
                  mask=(rmask & (wr != 0.0))[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE)
+    ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 14 combine: fixed expert order, f32, then bf16 ----
     for t in tl.range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 14) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -476,6 +487,7 @@ def shared_layer_kernel(
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=rmask[:, None])
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
+    _stamp(trace_ptr, pid, 2 * 14, TRACE)
     arrive(sync_ptr, 14)
     if pid == 0:
         done = wait_counter(sync_ptr, 14, epoch * NPROG, err_ptr, launch_id, 14, pid, epoch, bound, TIMER)

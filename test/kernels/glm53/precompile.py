@@ -1,7 +1,7 @@
 """Warm Triton's on-disk cache for shared-launch builds in parallel processes (the GPU scripts then
 hit the cache instead of compiling one variant after another).
 
-python test/kernels/glm53/precompile.py --jobs 16 --builds 'SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE' ...
+python test/kernels/glm53/precompile.py --jobs 16 --builds 'SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE' ...
 Each build: weights and step as uninitialised CUDA tensors with the real shapes and strides (no
 kernel runs on the GPU), `build_shared`, then the JIT's own `warmup` with the exact arguments a
 launch passes (same cache key). Prints one line a build with its compile seconds.
@@ -33,7 +33,7 @@ def warm(build: str) -> str:
 
     t0 = time.time()
     try:
-        spec, width, kv, mask, skip = (build.split("|") + ["", "", "", "", ""])[:5]
+        spec, width, kv, mask, skip, trace = (build.split("|") + [""] * 6)[:6]
         width = int(width or 1)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
@@ -43,7 +43,7 @@ def warm(build: str) -> str:
         st = li.meta_step(geo, width=width, context=8192, kv_dtype=kvd)
         st = dataclasses.replace(st, **{f.name: _empty_like(getattr(st, f.name)) for f in dataclasses.fields(st)})
         opts = ls.LaunchOptions(skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
-                                deadline_s=0.05 if skip else 2.0)
+                                deadline_s=0.05 if skip else 2.0, trace=bool(int(trace or 0)))
         L = ls.build_shared(geo, aw, mw, tp=8, width=width, kv_dtype=kvd, device="cuda", options=opts,
                             tiles=ls.Tiles().with_spec(spec))
         args, meta = L.kernel_args(st.hidden, st.residual, st.cos_sin, st.kv_cache, st.out_loc, st.topk_slots)

@@ -173,6 +173,32 @@ class PerOp:
         return c3.float().sum(1).to(torch.bfloat16), res2, o
 
 
+def trace_tables(geo, layers, tiles, tp, widths, replays=15):
+    """Per-stage start/work/sync/span (median over replays of the last layer's stamps), and the launch's
+    µs with and without the stamps (the trace's own cost)."""
+    from sgl_amd_mono.common import trace
+
+    for w in widths:
+        st = li.random_step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
+        kv = st.kv_cache.clone()
+        us = {}
+        for on in (False, True):
+            Ls = [ls.build_shared(geo, aw, mw, tp=tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
+                                  options=ls.LaunchOptions(trace=on), tiles=tiles) for aw, mw in layers]
+            run = lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots) for L in Ls]  # noqa: E731
+            us[on] = graph_time_us(run) / N_LAYERS
+        tabs = []
+        for _ in range(replays):
+            run()
+            torch.cuda.synchronize()
+            tabs.append(Ls[-1].trace_table())
+        med = [{k: (sorted(t[i][k] for t in tabs)[len(tabs) // 2] if k != "stage" else tabs[0][i][k])
+                for k in tabs[0][i]} for i in range(len(tabs[0]))]
+        print(f"\ntrace rows {w} ctx 8192: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
+              f"median of {replays} eager steps of the last of {N_LAYERS} layers", flush=True)
+        print(trace.format_table(med), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tp", type=int, default=8)
@@ -181,6 +207,8 @@ def main():
     p.add_argument("--no-perop", action="store_true")
     p.add_argument("--stages-only", action="store_true",
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
+    p.add_argument("--trace", type=int, nargs="*", default=None,
+                   help="only the per-stage table of a trace build (global-timer stamps) at these rows (default 1 8), ctx 8K")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: ls.Tiles())")
     p.add_argument("--sweep", nargs="*", default=None,
                    help="only time these tile overrides (one spec each; '' = the defaults) at rows 1 and 8, ctx 8K")
@@ -210,6 +238,9 @@ def main():
                 for L in Ls:
                     L.check_error()
                 print(f"sweep rows {w} ctx 8192 tiles '{spec}': {us:.1f} us  regs={Ls[0].resources}", flush=True)
+        return
+    if args.trace is not None:
+        trace_tables(geo, layers, tiles, args.tp, args.trace or [1, 8])
         return
     if args.stages_only:
         from sgl_amd_mono.backends.triton.shared_layer import STAGES

@@ -1,0 +1,39 @@
+"""Where a persistent launch's time goes, from per-program timer stamps (trace builds only).
+
+stamps: [n_programs, 2 * n_stages] int64 ns. For stage s < n_stages - 1: [:, 2s] = when the program's
+tasks of s were done (its arrival), [:, 2s + 1] = when it left the wait for s. The last stage has
+only its done stamp at [:, 2(n-1)]; [:, 2n - 1] holds the launch start.
+"""
+
+from __future__ import annotations
+
+
+def stage_table(stamps, names) -> list[dict]:
+    """One row per stage, µs from the launch start (the earliest program's):
+
+    start: the last program out of the previous wait (the stage cannot be done before);
+    work: the last arrival minus start (the slowest program's tasks plus its late start);
+    sync: the last program out of this stage's wait minus the last arrival (the hand-off itself);
+    span: work + sync, the stage's share of the launch (spans sum to the launch's length).
+    """
+    n = len(names)
+    if tuple(stamps.shape[1:]) != (2 * n,):
+        raise ValueError(f"stamps are {tuple(stamps.shape)}, expected [programs, {2 * n}] for {n} stages")
+    t = stamps.double()
+    t0 = t[:, 2 * n - 1].min()
+    rows, prev = [], t[:, 2 * n - 1].max()
+    for s, name in enumerate(names):
+        done = t[:, 2 * s].max()
+        out = t[:, 2 * s + 1].max() if s < n - 1 else done
+        rows.append({"stage": name, "start": float(prev - t0) / 1e3, "work": float(done - prev) / 1e3,
+                     "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3})
+        prev = out
+    return rows
+
+
+def format_table(rows) -> str:
+    lines = ["| stage | start us | work us | sync us | span us |", "|---|---|---|---|---|"]
+    lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |" for r in rows]
+    total = sum(r["span"] for r in rows)
+    lines.append(f"| total | | {sum(r['work'] for r in rows):.1f} | {sum(r['sync'] for r in rows):.1f} | {total:.1f} |")
+    return "\n".join(lines)
