@@ -30,7 +30,7 @@ from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gem
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down", "combine")
-N_COUNTERS = len(STAGES)  # one arrival counter a stage; the last one ends the step
+N_COUNTERS = tl.constexpr(len(STAGES))  # one arrival counter a stage; the last one ends the step
 
 
 @triton.jit
