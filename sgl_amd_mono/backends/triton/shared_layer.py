@@ -8,8 +8,10 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
   3 q_b     [N/BN*KS] split-K parts of block-FP8 q_b(ql)
   4 absorb  [H*KVL/128]  qfull = bf16(sum of parts); qcat[:, h, :KVL] = q_nope @ w_kc[h]; rope(q_pe)
   5 attn    [R*HG*NSPLIT] split-K sparse MLA partials (m, l, acc) over each row's top-k slots
-  6 w_uv    [H*VH/128]   combine partials in split order, @ w_vc[h]; v quantized in the epilogue
-  7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v)
+  6 w_uv    [H*VH/128*KVL/128]  combine partials in split order for one latent chunk, @ w_vc[h] chunk:
+                     split-K parts of v (f32)
+  7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v), v = bf16(sum of w_uv parts) quantized per
+                     128-group as each k block is loaded
   8 norm2   [R]      o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once
   9 gate    [E/BE*KS] split-K parts of logits = xn2 @ gate^T (f32)
  10 route   [1]      logits = sum of parts; sigmoid + bias top-k, renormalise, x scale; used experts
@@ -18,6 +20,7 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
  13 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
  14 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
 Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
+Each GEMV stage runs a program's tasks as one flat software-pipelined loop over (task, k block).
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
 """
 
@@ -25,8 +28,8 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, prefetch_l2, quant_group,
-                                                 quant_row, rms_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, gemv_x_tile, norm_quant_row, prefetch_l2, quant_group,
+                                                 quant_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down", "combine")
@@ -43,23 +46,108 @@ def _to_cache(x_bf16, kv_ptr):
 
 
 @triton.jit
-def _split_k_gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.constexpr,
-                        K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                        NPROG: tl.constexpr):
+def _gemv_stage(x_ptr, xs_ptr, stride_x, x_part_stride, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.constexpr,
+                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
+                X_PARTS: tl.constexpr):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
-    t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
+    t % KS; part[ks, r, n] (f32) = the k part's sum. The program's tasks t = pid, pid + NPROG, ... run
+    as ONE flat software-pipelined loop over (task, k block), Triton's persistent-matmul pattern: the
+    next task's weight tiles are in flight while a task ends (a masked store, then a zeroed accumulator).
+    x: `gemv_x_tile` (X_PARTS 0: [R, K] fp8 + [R, K/128] f32 scales; else f32 parts quantized here);
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage."""
     rows = tl.arange(0, 16)
     rmask = rows < R
     NKB: tl.constexpr = (K // 128) // KS
-    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        nt = t // KS
+    n_my = tl.maximum((n_tasks - pid + NPROG - 1) // NPROG, 0)
+    acc = tl.zeros((16, BN), dtype=tl.float32)
+    for it in tl.range(0, n_my * NKB, num_stages=STAGES):
+        t = pid + (it // NKB) * NPROG
+        kbi = it % NKB
         ks = t % KS
-        acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
-                            ks * NKB, R, NKB, BN, STAGES)
-        offs_n = nt * BN + tl.arange(0, BN)
+        kb = ks * NKB + kbi
+        offs_n = (t // KS) * BN + tl.arange(0, BN)
+        nmask = offs_n < N
+        offs_k = kb * 128 + tl.arange(0, 128)
+        w = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
+        ws = tl.load(ws_ptr + (offs_n // 128) * (K // 128) + kb, mask=nmask, other=0.0)
+        xq, xs = gemv_x_tile(x_ptr, xs_ptr, stride_x, K // 128, x_part_stride, kb, R, X_PARTS)
+        acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+        last = kbi == NKB - 1
         tl.store(part_ptr + (ks * R + rows[:, None]) * N + offs_n[None, :], acc,
-                 mask=rmask[:, None] & (offs_n[None, :] < N))
+                 mask=rmask[:, None] & nmask[None, :] & last)
+        acc = tl.where(last, 0.0, acc)
+
+
+@triton.jit
+def _up_stage(xq_ptr, xs_ptr, uniq_ptr, w13_ptr, w13_s_ptr, up_part_ptr, n_tasks, pid, R: tl.constexpr,
+              D: tl.constexpr, I: tl.constexpr, E: tl.constexpr, KS: tl.constexpr, BU: tl.constexpr,
+              STAGES: tl.constexpr, NPROG: tl.constexpr):
+    """This program's tasks of the MoE up stage, one flat pipelined loop as `_gemv_stage`: task t is used
+    expert u = t // (I/BU * KS), column tile nt, k part ks; both the gate tile (columns nt*BU..) and the
+    up tile (I + nt*BU..) of expert uniq[u]'s w13 [2I, D] share one x tile. up_part: [U * KS, R, 2I] f32."""
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    NT: tl.constexpr = I // BU
+    NKB: tl.constexpr = (D // 128) // KS
+    n_my = tl.maximum((n_tasks - pid + NPROG - 1) // NPROG, 0)
+    acc_g = tl.zeros((16, BU), dtype=tl.float32)
+    acc_u = tl.zeros((16, BU), dtype=tl.float32)
+    for it in tl.range(0, n_my * NKB, num_stages=STAGES):
+        t = pid + (it // NKB) * NPROG
+        kbi = it % NKB
+        u = t // (NT * KS)
+        nt = (t // KS) % NT
+        ks = t % KS
+        kb = ks * NKB + kbi
+        e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
+        w_e = w13_ptr + e * (2 * I * D)
+        s_e = w13_s_ptr + e * ((2 * I // 128) * (D // 128))
+        offs_g = nt * BU + tl.arange(0, BU)
+        offs_k = kb * 128 + tl.arange(0, 128)
+        wg = tl.load(w_e + offs_g[None, :] * D + offs_k[:, None])
+        wu = tl.load(w_e + (I + offs_g)[None, :] * D + offs_k[:, None])
+        sg = tl.load(s_e + (offs_g // 128) * (D // 128) + kb)
+        su = tl.load(s_e + ((I + offs_g) // 128) * (D // 128) + kb)
+        xq, xs = gemv_x_tile(xq_ptr, xs_ptr, D, D // 128, 0, kb, R, 0)
+        acc_g += tl.dot(xq, wg) * xs[:, None] * sg[None, :]
+        acc_u += tl.dot(xq, wu) * xs[:, None] * su[None, :]
+        last = kbi == NKB - 1
+        pb = up_part_ptr + ((u * KS + ks) * R + rows[:, None]) * (2 * I)
+        tl.store(pb + offs_g[None, :], acc_g, mask=rmask[:, None] & last)
+        tl.store(pb + I + offs_g[None, :], acc_u, mask=rmask[:, None] & last)
+        acc_g = tl.where(last, 0.0, acc_g)
+        acc_u = tl.where(last, 0.0, acc_u)
+
+
+@triton.jit
+def _down_stage(aq_ptr, as_ptr, uniq_ptr, wmat_ptr, w2_ptr, w2_s_ptr, part_ptr, n_tasks, pid, R: tl.constexpr,
+                D: tl.constexpr, I: tl.constexpr, E: tl.constexpr, BD: tl.constexpr, STAGES: tl.constexpr,
+                NPROG: tl.constexpr):
+    """This program's tasks of the MoE down stage, one flat pipelined loop as `_gemv_stage`: task t is used
+    expert u = t // (D/BD), column tile nt; part[u, r] = wmat[u, r] * (q(act[u]) @ w2[uniq[u]]^T) in f32
+    (rows with weight 0 are not stored). aq/as: [U, R, I] fp8 / [U, R, I/128] f32; part: [U, 16, D] f32."""
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    NT: tl.constexpr = D // BD
+    NKB: tl.constexpr = I // 128
+    n_my = tl.maximum((n_tasks - pid + NPROG - 1) // NPROG, 0)
+    acc = tl.zeros((16, BD), dtype=tl.float32)
+    for it in tl.range(0, n_my * NKB, num_stages=STAGES):
+        t = pid + (it // NKB) * NPROG
+        kb = it % NKB
+        u = t // NT
+        offs_n = (t % NT) * BD + tl.arange(0, BD)
+        offs_k = kb * 128 + tl.arange(0, 128)
+        e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
+        w = tl.load(w2_ptr + e * (D * I) + offs_n[None, :] * I + offs_k[:, None])
+        ws = tl.load(w2_s_ptr + e * ((D // 128) * NKB) + (offs_n // 128) * NKB + kb)
+        xq, xs = gemv_x_tile(aq_ptr + u * R * I, as_ptr + u * R * NKB, I, NKB, 0, kb, R, 0)
+        acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+        last = kb == NKB - 1
+        wr = tl.load(wmat_ptr + u * 16 + rows, cache_modifier=".cg")
+        tl.store(part_ptr + (u * 16 + rows[:, None]) * D + offs_n[None, :], wr[:, None] * acc,
+                 mask=(rmask & (wr != 0.0))[:, None] & last)
+        acc = tl.where(last, 0.0, acc)
 
 
 @triton.jit
@@ -120,7 +208,7 @@ def shared_layer_kernel(
     out_ptr, res_out_ptr, o_ptr, ids_ptr, wts_ptr,
     # scratch
     res1_ptr, xn1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
-    pm_ptr, pl_ptr, pacc_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
+    pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
     nu_ptr, uniq_ptr, wmat_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
     # sync
     sync_ptr, err_ptr, trace_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
@@ -131,7 +219,7 @@ def shared_layer_kernel(
     # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_BLK: tl.constexpr, STAGES: tl.constexpr,
+    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr, TRACE: tl.constexpr,
 ):
@@ -165,17 +253,20 @@ def shared_layer_kernel(
         prefetch_l2(qkv_a_s_ptr, ((QKV_N + 127) // 128) * (D // 128) * 4, pid, NPROG)
 
     # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
+    GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
+    offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    m_g = offs_g < D
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        rms_row(hidden_ptr + r * D, residual_ptr + r * D, in_norm_ptr, xn1_ptr + r * D, res1_ptr + r * D,
-                eps, D, NORM_BLK, True)
-        tl.debug_barrier()  # this program's xn1 stores before its own re-read
-        quant_row(xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), D)
+        x = (tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
+             + tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32))
+        tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
+        norm_quant_row(x, in_norm_ptr, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP)
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
-    _split_k_gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
-                        tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
-                        R, D, KS_A, BN_A, STAGES, NPROG)
+    _gemv_stage(xq1_ptr, xs1_ptr, D, 0, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
+                tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
+                R, D, KS_A, BN_A, STAGES, NPROG, 0)
     _arrive(sync_ptr, 1, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(q_b_ptr, H * QK * QL, pid, NPROG)
@@ -213,9 +304,9 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 3 q_b: split-K parts ----
-    _split_k_gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
-                        tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
-                        R, QL, KS_B, BN_B, STAGES, NPROG)
+    _gemv_stage(qlq_ptr, qls_ptr, QL, 0, q_b_ptr, q_b_s_ptr, qb_part_ptr,
+                tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
+                R, QL, KS_B, BN_B, STAGES, NPROG, 0)
     _arrive(sync_ptr, 3, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(w_kc_ptr, ((H - 1) * s_kc0 + (NOPE - 1) * s_kc1 + (KVL - 1) * s_kc2 + 1) * 2, pid, NPROG)
@@ -237,16 +328,16 @@ def shared_layer_kernel(
             acc += dot_bf16(x, w)
         tl.store(qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None])
-        if ch == 0:
-            i = tl.arange(0, ROPE // 2)
-            for r in range(R):
-                pe = qb_part_ptr + r * (H * QK) + h * QK + NOPE
-                x1 = to_bf16(sum_parts(pe, R * H * QK, 2 * i, i < ROPE, KS_B)).to(tl.float32)
-                x2 = to_bf16(sum_parts(pe, R * H * QK, 2 * i + 1, i < ROPE, KS_B)).to(tl.float32)
-                e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
-                base = qcat_ptr + r * (H * KVD) + h * KVD + KVL
-                tl.store(base + 2 * i, to_bf16(e))
-                tl.store(base + 2 * i + 1, to_bf16(o))
+        if ch == 0:  # rope(q_pe) of every row at once: [16 rows, ROPE/2 pairs]
+            i = tl.arange(0, ROPE // 2)[None, :]
+            pe = qb_part_ptr + rows[:, None] * (H * QK) + h * QK + NOPE
+            x1 = to_bf16(sum_parts(pe, R * H * QK, 2 * i, rmask[:, None], KS_B)).to(tl.float32)
+            x2 = to_bf16(sum_parts(pe, R * H * QK, 2 * i + 1, rmask[:, None], KS_B)).to(tl.float32)
+            cos = tl.load(cos_sin_ptr + rows[:, None] * ROPE + i, mask=rmask[:, None], other=0.0)
+            sin = tl.load(cos_sin_ptr + rows[:, None] * ROPE + ROPE // 2 + i, mask=rmask[:, None], other=0.0)
+            base = qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + KVL
+            tl.store(base + 2 * i, to_bf16(x1 * cos - x2 * sin), mask=rmask[:, None])
+            tl.store(base + 2 * i + 1, to_bf16(x2 * cos + x1 * sin), mask=rmask[:, None])
     _arrive(sync_ptr, 4, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(o_proj_ptr, D * HV, pid, NPROG)
@@ -293,43 +384,39 @@ def shared_layer_kernel(
         tl.store(pacc_ptr + pbase[:, None] * KVL + dl[None, :], acc, mask=hmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 5, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 6 w_uv: combine the splits in order, round to bf16, @ w_vc[h]; v quantized here ----
+    # ---- 6 w_uv: task (h, ch, kc): the splits combined in order for latent chunk kc, rounded to bf16,
+    # @ w_vc[h, kc chunk, ch cols] -> vpart[kc] (f32); o_proj sums the parts and quantizes v ----
     NVC: tl.constexpr = VH // 128
-    for t in tl.range(pid, H * NVC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        h = t // NVC
-        ch = t % NVC
+    NKC: tl.constexpr = KVL // 128
+    for t in tl.range(pid, H * NVC * NKC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        h = t // (NVC * NKC)
+        ch = (t // NKC) % NVC
+        kc = t % NKC
         cols = ch * 128 + tl.arange(0, 128)
+        ks = kc * 128 + tl.arange(0, 128)
+        w = tl.load(w_vc_ptr + h * s_vc0 + ks[:, None] * s_vc1 + cols[None, :] * s_vc2)
         mx = tl.full((16,), NEG, tl.float32)
         for sp in tl.static_range(NSPLIT):  # unrolled: the split loads are independent, all in flight
             mx = tl.maximum(mx, tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG,
                                         cache_modifier=".cg"))
         den = tl.zeros((16,), dtype=tl.float32)
+        a = tl.zeros((16, 128), dtype=tl.float32)
         for sp in tl.static_range(NSPLIT):
             ms = tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG, cache_modifier=".cg")
             ls = tl.load(pl_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=0.0, cache_modifier=".cg")
+            pa = tl.load(pacc_ptr + ((rows[:, None] * NSPLIT + sp) * H + h) * KVL + ks[None, :],
+                         mask=rmask[:, None], other=0.0, cache_modifier=".cg")
             den += tl.exp(ms - mx) * ls
+            a += tl.exp(ms - mx)[:, None] * pa
         inv = tl.where(den > 0, 1.0 / den, 0.0)
-        vacc = tl.zeros((16, 128), dtype=tl.float32)
-        for kc in tl.range(0, KVL // 128, num_stages=1):
-            ks = kc * 128 + tl.arange(0, 128)
-            w = tl.load(w_vc_ptr + h * s_vc0 + ks[:, None] * s_vc1 + cols[None, :] * s_vc2)
-            a = tl.zeros((16, 128), dtype=tl.float32)
-            for sp in tl.static_range(NSPLIT):
-                ms = tl.load(pm_ptr + (rows * NSPLIT + sp) * H + h, mask=rmask, other=NEG, cache_modifier=".cg")
-                pa = tl.load(pacc_ptr + ((rows[:, None] * NSPLIT + sp) * H + h) * KVL + ks[None, :],
-                             mask=rmask[:, None], other=0.0, cache_modifier=".cg")
-                a += tl.exp(ms - mx)[:, None] * pa
-            a = to_bf16(a * inv[:, None])
-            vacc += dot_bf16(a, w)
-        vq, vs = quant_group(to_bf16(vacc).to(tl.float32))  # this tile is one 128-group of v's row
-        tl.store(vq_ptr + rows[:, None] * HV + h * VH + cols[None, :], vq, mask=rmask[:, None])
-        tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
+        vp = dot_bf16(to_bf16(a * inv[:, None]), w)
+        tl.store(vpart_ptr + (kc * R + rows[:, None]) * HV + h * VH + cols[None, :], vp, mask=rmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 7 o_proj: split-K parts ----
-    _split_k_gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
-                        tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
-                        R, HV, KS_O, BN_O, STAGES, NPROG)
+    _gemv_stage(vpart_ptr, vpart_ptr, HV, R * HV, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
+                tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
+                R, HV, KS_O, BN_O, STAGES, NPROG, NKC)
     _arrive(sync_ptr, 7, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         prefetch_l2(gate_ptr, E * D * 2, pid, NPROG)
@@ -341,24 +428,11 @@ def shared_layer_kernel(
 
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        ss = tl.zeros((NORM_BLK,), dtype=tl.float32)
-        for c in range(D // NORM_BLK):
-            offs = c * NORM_BLK + tl.arange(0, NORM_BLK)
-            o = to_bf16(sum_parts(o_part_ptr + r * D, R * D, offs, offs < D, KS_O))
-            tl.store(o_ptr + r * D + offs, o)
-            s = o.to(tl.float32) + tl.load(res1_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32)
-            tl.store(res_out_ptr + r * D + offs, to_bf16(s))
-            ss += s * s
-        rstd = tl.math.rsqrt(tl.sum(ss, axis=0) / D + eps)
-        tl.debug_barrier()
-        for c in range(D // NORM_BLK):
-            offs = c * NORM_BLK + tl.arange(0, NORM_BLK)
-            s = (tl.load(o_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32)
-                 + tl.load(res1_ptr + r * D + offs, cache_modifier=".cg").to(tl.float32))
-            w = tl.load(post_norm_ptr + offs).to(tl.float32)
-            tl.store(xn2_ptr + r * D + offs, to_bf16((s * rstd) * w))
-        tl.debug_barrier()
-        quant_row(xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), D)
+        o = to_bf16(sum_parts(o_part_ptr + r * D, R * D, offs_g, m_g, KS_O))
+        tl.store(o_ptr + r * D + offs_g, o, mask=m_g)
+        x = o.to(tl.float32) + tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
+        tl.store(res_out_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
+        norm_quant_row(x, post_norm_ptr, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 9 gate: split-K parts of the f32 logits of the bf16 gate (bf16 products are exact in f32) ----
@@ -420,24 +494,13 @@ def shared_layer_kernel(
     # ---- 11 up: split-K parts of x @ gate^T | x @ up^T per used expert ----
     n_u = tl.minimum(tl.load(nu_ptr, cache_modifier=".cg"), MAXU)
     NT_UP: tl.constexpr = I // BU
-    NKB_U: tl.constexpr = (D // 128) // KS_U
     if PREFETCH:  # the first routed experts' w13, now that route has named them
         for u in range(tl.minimum(n_u - 1, PF_UP)):
             e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
             prefetch_l2(w13_ptr + e * (2 * I * D), 2 * I * D, pid, NPROG)
             prefetch_l2(w13_s_ptr + e * ((2 * I // 128) * (D // 128)), (2 * I // 128) * (D // 128) * 4, pid, NPROG)
-    for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        u = t // (NT_UP * KS_U)
-        nt = (t // KS_U) % NT_UP
-        ks = t % KS_U
-        e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
-        g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
-                               w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
-                               ks * NKB_U, R, NKB_U, BU, STAGES)
-        cols = nt * BU + tl.arange(0, BU)
-        pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
-        tl.store(pb + cols[None, :], g, mask=rmask[:, None])
-        tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
+    _up_stage(xq2_ptr, xs2_ptr, uniq_ptr, w13_ptr, w13_s_ptr, up_part_ptr,
+              n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), pid, R, D, I, E, KS_U, BU, STAGES, NPROG)
     _arrive(sync_ptr, 11, SKIP_ARRIVE, trace_ptr, pid, TRACE)
     if PREFETCH:
         for u in range(tl.minimum(n_u - 1, PF_DOWN)):  # routed experts (the shared one is last)
@@ -463,17 +526,8 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 13 down: partial[u, r] = w[u, r] * (q(act) @ w2^T) in f32 ----
-    NT_DN: tl.constexpr = D // BD
-    for t in tl.range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        u = t // NT_DN
-        nt = t % NT_DN
-        e = tl.minimum(tl.maximum(tl.load(uniq_ptr + u, cache_modifier=".cg"), 0), E).to(tl.int64)
-        y = fp8_gemv_part(aq_ptr + u * R * I, as_ptr + u * R * NG_I, I, NG_I, w2_ptr + e * (D * I), I,
-                          w2_s_ptr + e * ((D // 128) * NG_I), NG_I, nt * BD, D, 0, R, NG_I, BD, STAGES)
-        wr = tl.load(wmat_ptr + u * 16 + rows, cache_modifier=".cg")
-        cols = nt * BD + tl.arange(0, BD)
-        tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y,
-                 mask=(rmask & (wr != 0.0))[:, None])
+    _down_stage(aq_ptr, as_ptr, uniq_ptr, wmat_ptr, w2_ptr, w2_s_ptr, part_ptr,
+                n_u * (D // BD) * ok * (1 - ((SKIP_MASK >> 13) & 1)), pid, R, D, I, E, BD, STAGES, NPROG)
     ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 14 combine: fixed expert order, f32, then bf16 ----

@@ -88,6 +88,44 @@ def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
 
 
 @triton.jit
+def gemv_x_tile(x_ptr, xs_ptr, stride_x, stride_xs, stride_part, kb, R: tl.constexpr, X_PARTS: tl.constexpr):
+    """The GEMV's [16, 128] fp8 activation tile at k block kb and its [16] f32 group scales.
+
+    X_PARTS 0: loaded as quantized by the producer (x: [R, K] fp8 at stride_x, xs: [R, K/128] f32).
+    X_PARTS > 0: x is X_PARTS f32 split-K parts [X_PARTS, R, K] (part stride stride_part, row stride
+    stride_x), summed in part order, rounded to bf16 and quantized here (xs_ptr unused): the same bits
+    as a producer stage doing it, one hand-off fewer."""
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    offs_k = kb * 128 + tl.arange(0, 128)
+    if X_PARTS == 0:
+        xq = tl.load(x_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+    else:
+        v = sum_parts(x_ptr, stride_part, rows[:, None] * stride_x + offs_k[None, :], rmask[:, None], X_PARTS)
+        xq, xs = quant_group(to_bf16(v).to(tl.float32))
+    return xq, xs
+
+
+@triton.jit
+def norm_quant_row(s, w_ptr, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr):
+    """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) in one
+    round: out = bf16(s * rstd * w) [D] bf16, and out quantized per 128-group (xq [D] fp8, xs [D/128]
+    f32, per_token_group_quant_fp8 numerics). Every load is issued at once (no chunk loop)."""
+    g = tl.arange(0, GP)
+    offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
+    m = g[:, None] < D // 128
+    rstd = tl.math.rsqrt(tl.sum(tl.sum(s * s, axis=1), axis=0) / D + eps)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    y = to_bf16((s * rstd) * w)
+    tl.store(out_ptr + offs, y, mask=m)
+    yq, ys = quant_group(y.to(tl.float32))
+    tl.store(xq_ptr + offs, yq, mask=m)
+    tl.store(xs_ptr + g, ys, mask=g < D // 128)
+
+
+@triton.jit
 def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, na, nb, kb0,
                    R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
     """fp8_gemv_part for two column tiles (na.., nb..) of one weight sharing x (expert gate | up):

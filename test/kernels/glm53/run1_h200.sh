@@ -17,3 +17,10 @@ if [ "${PROBE:-0}" != 0 ]; then
   timeout 200 python3 test/kernels/glm53/probe_gemv.py --rows 1 > "$OUT/3_probe_gemv.log" 2>&1
   el "probe rc=$?"
 fi
+if [ -n "${CHECK:-}" ]; then  # CHECK='<tile spec>': check_layer on it (TP8, rows 1 and 8, 8K, bf16 and fp8 KV)
+  C=(); for w in 1 8; do for kv in bf16 fp8; do C+=("$CHECK|$w|$kv"); done; done
+  timeout 100 python3 test/kernels/glm53/precompile.py --jobs 8 --builds "${C[@]}" >> "$OUT/1_precompile.log" 2>&1
+  timeout 150 python3 test/kernels/glm53/check_layer.py --tp 8 --widths 1 8 --contexts 8192 --kv bf16 fp8 \
+    --tiles "$CHECK" > "$OUT/4_check_layer.log" 2>&1
+  el "check_layer '$CHECK' rc=$?"
+fi
