@@ -210,8 +210,9 @@ def target_of(device) -> str:
     return f"sm_{props.major}{props.minor}"
 
 
-def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> program.LaunchProgram:
-    """The shared launch as stages and tasks (what the kernel's loops run), for the static checks."""
+def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_programs: int = 1) -> program.LaunchProgram:
+    """The shared launch as stages and tasks (what the kernel's loops run), for the static checks.
+    n_programs sizes the per-program scratch (each program's own list of used experts)."""
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
     hg = -(-h // 16)
@@ -228,17 +229,17 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> progra
         st("q_b", cdiv(h * geo.qk_head, tiles.bn_b) * tiles.ks_b, ("qlq", "qls"), ("qb_part",)),
         st("absorb", h * (geo.kv_lora // 128), ("qb_part", "cos_sin"), ("qcat",)),
         st("attn", r * hg * tiles.nsplit, ("qcat", "kv_cache", "topk"), ("pm", "pl", "pacc")),
-        st("w_uv", h * (geo.v_head // 128) * (geo.kv_lora // 128), ("pm", "pl", "pacc"), ("vpart",)),
-        st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vpart",), ("o_part",)),
+        st("w_uv", h * (geo.v_head // 128) * (geo.kv_lora // 128), ("pm", "pl", "pacc"), ("vpart", "vq", "vs")),
+        st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
         st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
-        st("route", 1, ("lg_part",), ("ids", "weights", "uniq", "wmat", "n_uniq")),
-        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("xq2", "xs2", "uniq", "n_uniq"), ("up_part",)),
-        st("act", maxu * ng_i, ("up_part", "n_uniq"), ("aq", "as")),
-        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "wmat", "n_uniq"), ("part",)),
-        st("combine", cdiv(d, tiles.bc), ("part", "wmat", "n_uniq"), ("out",)),
+        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("lg_part", "xq2", "xs2"),
+           ("ids", "weights", "uniq", "up_part")),
+        st("act", maxu * ng_i, ("up_part", "uniq"), ("aq", "as")),
+        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "ids", "weights"), ("part",)),
+        st("combine", cdiv(d, tiles.bc), ("part", "uniq"), ("out",)),
     ]
-    scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles)
+    scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
     nbytes = {k: math.prod(shape) * torch.empty((), dtype=dt).element_size() for k, (shape, dt) in scratch.items()}
     return program.LaunchProgram(
         name=f"shared[tp{tp},w{width}]", stages=stages,
@@ -246,7 +247,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> progra
     )
 
 
-def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) -> dict:
+def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_programs: int) -> dict:
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
     maxu = min(width * geo.top_k, geo.n_routed) + 1
@@ -260,10 +261,11 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles) ->
         "qb_part": ((t.ks_b, r, h * geo.qk_head), f32),
         "qcat": ((r, h, geo.kv_cache_dim), bf16), "pm": ((r, t.nsplit, h), f32),
         "pl": ((r, t.nsplit, h), f32), "pacc": ((r, t.nsplit, h, geo.kv_lora), f32),
-        "vpart": ((geo.kv_lora // 128, r, hv), f32), "o_part": ((t.ks_o, r, d), f32),
+        "vpart": ((geo.kv_lora // 128, r, hv), f32),
+        "vq": ((r, hv), fp8), "vs": ((r, hv // 128), f32), "o_part": ((t.ks_o, r, d), f32),
         "xn2": ((r, d), bf16), "xq2": ((r, d), fp8), "xs2": ((r, d // 128), f32),
         "lg_part": ((t.ks_g, r, geo.n_routed), f32),
-        "n_uniq": ((1,), i32), "uniq": ((maxu + 1,), i32), "wmat": ((maxu + 1, 16), f32),
+        "uniq": ((n_programs, maxu + 1), i32),
         "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
         "part": ((maxu, 16, d), f32),
     }
@@ -281,7 +283,6 @@ class SharedLaunch:
         self.tp, self.width, self.kv_dtype, self.options, self.tiles = tp, width, kv_dtype, options, tiles
         self.device = torch.device(device)
         self.shard = geo.shard(tp)
-        self.program = describe(geo, tp=tp, width=width, tiles=tiles)
         self.interpret = self.device.type == "cpu"
         if tiles.progs_per_sm not in (1, 2):
             raise ValueError(f"progs_per_sm {tiles.progs_per_sm} is not 1 or 2")
@@ -298,19 +299,21 @@ class SharedLaunch:
                 raise ValueError(f"placement 'persistent' needs a GPU device (or meta with n_programs), got {self.device}")
         else:
             raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
+        self.program = describe(geo, tp=tp, width=width, tiles=tiles, n_programs=self.n_programs)
         placement = program.place_round_robin(self.program, self.n_programs)
         program.check_all(self.program, placement, SCRATCH_LIMIT)
         self.deadline = guard.Deadline.from_seconds(options.deadline_s)
         self.timer = self.device.type == "cuda" and torch.version.hip is None
         self.bound = self.deadline.timer_ns if self.timer else self.deadline.polls
         mk = lambda shape, dt: torch.zeros(shape, dtype=dt, device=self.device)  # noqa: E731
-        self.scratch = {k: mk(shape, dt) for k, (shape, dt) in _scratch_shapes(geo, tp=tp, width=width, tiles=tiles).items()}
+        self.scratch = {k: mk(shape, dt) for k, (shape, dt) in _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=self.n_programs).items()}
         r, d = width, geo.hidden
         self.out = {
             "out": mk((r, d), torch.bfloat16), "residual": mk((r, d), torch.bfloat16), "o": mk((r, d), torch.bfloat16),
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
-        self.sync = mk((1 + len(self.program.stages),), torch.int32)
+        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128)]
+        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128),), torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -361,8 +364,8 @@ class SharedLaunch:
             m.gate, m.bias, m.w13, m.w13_s, m.w2, m.w2_s,
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
             *(sc[k] for k in ("res1", "xn1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
-                              "pm", "pl", "pacc", "vpart", "o_part", "xn2", "xq2", "xs2", "lg_part",
-                              "n_uniq", "uniq", "wmat", "up_part", "aq", "as", "part")),
+                              "pm", "pl", "pacc", "vpart", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
+                              "uniq", "up_part", "aq", "as", "part")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         meta = dict(
@@ -414,5 +417,7 @@ def build_shared(geo: Glm53Geometry, attn_w: AttentionWeights, moe_w: MoeWeights
         raise ValueError("shared launch refused: " + "; ".join(bad))
     if geo.index_topk % tiles.nsplit or (geo.index_topk // tiles.nsplit) % tiles.att_blk:
         tiles = dataclasses.replace(tiles, nsplit=max(1, geo.index_topk // 128))
+    if tiles.nsplit & (tiles.nsplit - 1):
+        raise ValueError(f"shared launch refused: nsplit {tiles.nsplit} is not a power of two")
     return SharedLaunch(geo, attn_w, moe_w, tp=tp, width=width, kv_dtype=kv_dtype, device=device,
                         options=options, tiles=tiles)

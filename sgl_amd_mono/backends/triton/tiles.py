@@ -88,27 +88,6 @@ def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
 
 
 @triton.jit
-def gemv_x_tile(x_ptr, xs_ptr, stride_x, stride_xs, stride_part, kb, R: tl.constexpr, X_PARTS: tl.constexpr):
-    """The GEMV's [16, 128] fp8 activation tile at k block kb and its [16] f32 group scales.
-
-    X_PARTS 0: loaded as quantized by the producer (x: [R, K] fp8 at stride_x, xs: [R, K/128] f32).
-    X_PARTS > 0: x is X_PARTS f32 split-K parts [X_PARTS, R, K] (part stride stride_part, row stride
-    stride_x), summed in part order, rounded to bf16 and quantized here (xs_ptr unused): the same bits
-    as a producer stage doing it, one hand-off fewer."""
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    offs_k = kb * 128 + tl.arange(0, 128)
-    if X_PARTS == 0:
-        xq = tl.load(x_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                     cache_modifier=".cg")
-        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-    else:
-        v = sum_parts(x_ptr, stride_part, rows[:, None] * stride_x + offs_k[None, :], rmask[:, None], X_PARTS)
-        xq, xs = quant_group(to_bf16(v).to(tl.float32))
-    return xq, xs
-
-
-@triton.jit
 def norm_quant_row(s, w_ptr, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr):
     """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) in one
     round: out = bf16(s * rstd * w) [D] bf16, and out quantized per 128-group (xq [D] fp8, xs [D/128]

@@ -329,9 +329,12 @@ def main():
             del launches, kvs, steps
             torch.cuda.empty_cache()
     # where the time goes: the same launch with stage groups running no tasks (barriers kept)
+    from sgl_amd_mono.backends.triton.shared_layer import STAGES
+
+    n = len(STAGES)
     groups = {"no attention stages (1-7)": sum(1 << i for i in range(1, 8)),
-              "no MoE stages (9-14)": sum(1 << i for i in range(9, 15)),
-              "barriers only (all stages empty)": (1 << 15) - 1}
+              f"no MoE stages (9-{n - 1})": sum(1 << i for i in range(9, n)),
+              "barriers only (all stages empty)": (1 << n) - 1}
     for w in () if args.no_variants else (1, 8):
         st = li.random_step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
         for name, mask in [("full", 0)] + list(groups.items()):
