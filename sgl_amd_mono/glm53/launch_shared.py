@@ -233,11 +233,11 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
         st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
-        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("lg_part", "xq2", "xs2"),
-           ("ids", "weights", "uniq", "up_part")),
+        st("route", r, ("lg_part",), ("ids", "weights", "rw")),
+        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
         st("act", maxu * ng_i, ("up_part", "uniq"), ("aq", "as")),
-        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "ids", "weights"), ("part",)),
-        st("combine", cdiv(d, tiles.bc), ("part", "uniq"), ("out",)),
+        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "rw"), ("part",)),
+        st("combine", cdiv(d, tiles.bc), ("part", "uniq", "rw"), ("out",)),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
     nbytes = {k: math.prod(shape) * torch.empty((), dtype=dt).element_size() for k, (shape, dt) in scratch.items()}
@@ -265,7 +265,7 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
         "vq": ((r, hv), fp8), "vs": ((r, hv // 128), f32), "o_part": ((t.ks_o, r, d), f32),
         "xn2": ((r, d), bf16), "xq2": ((r, d), fp8), "xs2": ((r, d // 128), f32),
         "lg_part": ((t.ks_g, r, geo.n_routed), f32),
-        "uniq": ((n_programs, maxu + 1), i32),
+        "rw": ((geo.n_routed + 1, 16), f32), "uniq": ((n_programs, maxu + 1), i32),
         "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
         "part": ((maxu, 16, d), f32),
     }
@@ -365,7 +365,7 @@ class SharedLaunch:
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
             *(sc[k] for k in ("res1", "xn1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
                               "pm", "pl", "pacc", "vpart", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
-                              "uniq", "up_part", "aq", "as", "part")),
+                              "rw", "uniq", "up_part", "aq", "as", "part")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         meta = dict(

@@ -15,12 +15,12 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
   7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v)
   8 norm2   [R]      o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once
   9 gate    [E/BE*KS] split-K parts of logits = xn2 @ gate^T (f32)
- 10 up      [U*I/BU*KS] every program first runs the router itself (sigmoid + bias top-k by rank,
-                     renormalise, x scale; its own list of used experts), then split-K parts of
-                     gate | up (block-FP8 W8A8) per used expert
- 11 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales)
- 12 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
- 13 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
+ 10 route   [R]      row r: sigmoid + bias top-k by rank, renormalise, x scale; rw[e, r] its weights
+ 11 up      [U*I/BU*KS] every program first lists the used experts itself (from rw), then split-K
+                     parts of gate | up (block-FP8 W8A8) per used expert
+ 12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales)
+ 13 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
+ 14 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
 Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
 """
@@ -33,7 +33,7 @@ from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gem
                                                  quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
-          "norm2", "gate", "up", "act", "down", "combine")
+          "norm2", "gate", "route", "up", "act", "down", "combine")
 N_COUNTERS = tl.constexpr(len(STAGES))  # one arrival counter a stage; the last one ends the step
 
 
@@ -68,53 +68,51 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.
 
 
 @triton.jit
-def _route(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, uniq_ptr, pid, routed_scaling, R: tl.constexpr,
-           E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr):
-    """The router, run by EVERY program (no hand-off to wait for): for each row, the rank of each expert's
-    biased score (higher first, lower id first on ties; the same order as an arg-max loop) picks the
-    top-k, whose unbiased sigmoid scores are renormalised and scaled. Program 0 writes ids / weights
-    [R, TOPK + 1] in rank order (the fused shared expert E last, weight 1). Each program writes its own
-    list of used experts, ascending, the shared one last, at uniq_ptr, and returns its length."""
+def _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R: tl.constexpr,
+               E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr):
+    """The router for row r: each expert's rank among the biased scores (higher first, lower id first on
+    ties: the order of an arg-max loop) picks the top-k; their sigmoid scores are renormalised and
+    scaled. Writes ids / weights [r, :TOPK] in rank order plus the fused shared expert E (weight 1) at
+    column TOPK, and rw[e, r] = row r's weight of expert e (0 if not picked; rw[E, r] = 1).
+    Every tensor is [E_PAD, 1] or [1, RC] of one 2-D layout (the j side is re-read, not converted)."""
     RC: tl.constexpr = 32 if E_PAD >= 32 else E_PAD
-    NC: tl.constexpr = E_PAD // RC
+    ex = tl.arange(0, E_PAD)[:, None]
+    em = ex < E
+    score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
+    ci = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
+    rank = tl.zeros((E_PAD, 1), dtype=tl.int32)
+    for jc in tl.static_range(E_PAD // RC):
+        j = jc * RC + tl.arange(0, RC)[None, :]
+        jm = j < E
+        cj = tl.where(jm, tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, j, jm, KS_G))
+                      + tl.load(bias_ptr + j, mask=jm, other=0.0), float("-inf"))
+        beats = ((cj > ci) | ((cj == ci) & (j < ex))) & (j != ex)
+        rank += tl.sum(beats.to(tl.int32), axis=1, keep_dims=True)
+    sel = (rank < TOPK) & em
+    wsum = tl.sum(tl.sum(tl.where(sel, score, 0.0), axis=1), axis=0)
+    w = score * (routed_scaling / (wsum + 1e-20))
+    tl.store(ids_ptr + r * (TOPK + 1) + rank, ex, mask=sel)
+    tl.store(wts_ptr + r * (TOPK + 1) + rank, w, mask=sel)
+    tl.store(ids_ptr + r * (TOPK + 1) + TOPK, E)
+    tl.store(wts_ptr + r * (TOPK + 1) + TOPK, 1.0)
+    tl.store(rw_ptr + ex * 16 + r, tl.where(sel, w, 0.0), mask=em)
+    tl.store(rw_ptr + E * 16 + r, 1.0)
+
+
+@triton.jit
+def _used_experts(rw_ptr, uniq_ptr, R: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr):
+    """This program's own list of the experts any row uses (rw != 0), ascending, the shared expert E
+    last, at uniq_ptr; returns its length."""
+    rows = tl.arange(0, 16)
     ex = tl.arange(0, E_PAD)
-    emask = ex < E
-    bias = tl.load(bias_ptr + ex, mask=emask, other=0.0)
-    used = tl.zeros((E_PAD,), dtype=tl.int32)
-    for r in range(R):
-        score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, emask, KS_G))
-        choice = tl.where(emask, score + bias, float("-inf"))
-        chunks = tl.reshape(choice, (NC, RC))
-        rank = tl.zeros((E_PAD,), dtype=tl.int32)
-        for jc in tl.static_range(NC):  # chunk jc of the other experts, exact (x + 0.0 sums)
-            cj = tl.sum(tl.where(tl.arange(0, NC)[:, None] == jc, chunks, 0.0), axis=0)
-            j = jc * RC + tl.arange(0, RC)
-            beats = (cj[None, :] > choice[:, None]) | ((cj[None, :] == choice[:, None]) & (j[None, :] < ex[:, None]))
-            rank += tl.sum(beats.to(tl.int32), axis=1)
-        sel = (rank < TOPK) & emask
-        w = score * (routed_scaling / (tl.sum(tl.where(sel, score, 0.0), axis=0) + 1e-20))
-        if pid == 0:
-            tl.store(ids_ptr + r * (TOPK + 1) + rank, ex, mask=sel)
-            tl.store(wts_ptr + r * (TOPK + 1) + rank, w, mask=sel)
-            tl.store(ids_ptr + r * (TOPK + 1) + TOPK, E)
-            tl.store(wts_ptr + r * (TOPK + 1) + TOPK, 1.0)
-        used = used | sel.to(tl.int32)
+    rw = tl.load(rw_ptr + ex[:, None] * 16 + rows[None, :], mask=(ex[:, None] < E) & (rows[None, :] < R),
+                 other=0.0, cache_modifier=".cg")
+    used = tl.max((rw != 0.0).to(tl.int32), axis=1)
     n_used = tl.sum(used, axis=0)
     tl.store(uniq_ptr + tl.cumsum(used, axis=0) - 1, ex, mask=used != 0)
     tl.store(uniq_ptr + n_used, E)
     tl.debug_barrier()  # this program's list is stored before its threads read it back
     return n_used + 1
-
-
-@triton.jit
-def _row_weights(ids_ptr, wts_ptr, e, R: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr):
-    """[16] f32: each row's routing weight of expert e (0 where the row did not pick it)."""
-    rows = tl.arange(0, 16)
-    kc = tl.arange(0, KP)
-    m = (rows < R)[:, None] & (kc[None, :] < TOPK + 1)
-    ids = tl.load(ids_ptr + rows[:, None] * (TOPK + 1) + kc[None, :], mask=m, other=-1, cache_modifier=".cg")
-    wts = tl.load(wts_ptr + rows[:, None] * (TOPK + 1) + kc[None, :], mask=m, other=0.0, cache_modifier=".cg")
-    return tl.sum(tl.where(ids == e, wts, 0.0), axis=1)
 
 
 @triton.jit
@@ -176,7 +174,7 @@ def shared_layer_kernel(
     # scratch
     res1_ptr, xn1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
     pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
-    uniq_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
+    rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
     # sync
     sync_ptr, err_ptr, trace_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
     # geometry
@@ -431,14 +429,18 @@ def shared_layer_kernel(
         tl.store(lg_part_ptr + (kg * R + rows[:, None]) * E + ex[None, :], acc, mask=rmask[:, None] & emask[None, :])
     ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 10 up: every program runs the router itself (`_route`: ids / weights, its own used-expert list
-    # at uniq[pid]), then split-K parts of x @ gate^T | x @ up^T per used expert ----
+    # ---- 10 route: task r = row r's top-k (`_route_row`) ----
+    for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 10) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R, E, E_PAD, TOPK, KS_G)
+    ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+
+    # ---- 11 up: every program lists the used experts itself, then split-K parts of x @ gate^T | x @ up^T
+    # per used expert ----
     my_uniq = uniq_ptr + pid * (MAXU + 1)
-    n_u = tl.minimum(_route(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, my_uniq, pid, routed_scaling, R, E, E_PAD,
-                            TOPK, KS_G), MAXU)
+    n_u = tl.minimum(_used_experts(rw_ptr, my_uniq, R, E, E_PAD), MAXU)
     NT_UP: tl.constexpr = I // BU
     NKB_U: tl.constexpr = (D // 128) // KS_U
-    for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 10) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // (NT_UP * KS_U)
         nt = (t // KS_U) % NT_UP
         ks = t % KS_U
@@ -450,11 +452,11 @@ def shared_layer_kernel(
         pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
         tl.store(pb + cols[None, :], g, mask=rmask[:, None])
         tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 11 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
+    # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
     NG_I: tl.constexpr = I // 128
-    for t in tl.range(pid, n_u * NG_I * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, n_u * NG_I * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // NG_I
         gi = t % NG_I
         cols = gi * 128 + tl.arange(0, 128)
@@ -466,34 +468,37 @@ def shared_layer_kernel(
         aq, as_ = quant_group(a)
         tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
         tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_, mask=rmask)
-    ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 12 down: part[u, r] = w[u, r] * (q(act) @ w2^T) in f32, every live row (0 where not routed) ----
+    # ---- 13 down: part[u, r] = w[u, r] * (q(act) @ w2^T) in f32, for the rows that route to the expert ----
     NT_DN: tl.constexpr = D // BD
-    for t in tl.range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // NT_DN
         nt = t % NT_DN
         e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
         y = fp8_gemv_part(aq_ptr + u * R * I, as_ptr + u * R * NG_I, I, NG_I, w2_ptr + e * (D * I), I,
                           w2_s_ptr + e * ((D // 128) * NG_I), NG_I, nt * BD, D, 0, R, NG_I, BD, STAGES)
-        wr = _row_weights(ids_ptr, wts_ptr, e, R, TOPK, KP)
+        wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
         cols = nt * BD + tl.arange(0, BD)
-        tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y, mask=rmask[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+        tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y,
+                 mask=(rmask & (wr != 0.0))[:, None])
+    ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 13 combine: fixed expert order, f32, then bf16 ----
-    for t in tl.range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    # ---- 14 combine: fixed expert order, f32, then bf16 ----
+    for t in tl.range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 14) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         cols = t * BC + tl.arange(0, BC)
         acc = tl.zeros((16, BC), dtype=tl.float32)
         for u in range(n_u):
-            acc += tl.load(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], mask=rmask[:, None], other=0.0,
-                           cache_modifier=".cg")
+            e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E)
+            wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
+            acc += tl.load(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :],
+                           mask=(rmask & (wr != 0.0))[:, None], other=0.0, cache_modifier=".cg")
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=rmask[:, None])
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
-    _stamp(trace_ptr, pid, 2 * 13, TRACE)
-    arrive(sync_ptr, 13)
+    _stamp(trace_ptr, pid, 2 * 14, TRACE)
+    arrive(sync_ptr, 14)
     if pid == 0:
-        done = wait_counter(sync_ptr, 13, epoch * NPROG, err_ptr, launch_id, 13, pid, epoch, bound, TIMER)
+        done = wait_counter(sync_ptr, 14, epoch * NPROG, err_ptr, launch_id, 14, pid, epoch, bound, TIMER)
         if done != 0:
             tl.atomic_xchg(sync_ptr, epoch, sem="release")

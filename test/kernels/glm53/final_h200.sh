@@ -43,7 +43,7 @@ if [ -z "$PICK" ]; then PNAME=baseline; PICK="prefetch=0,progs_per_sm=1"; fi
 el "chosen variant: $PNAME ($PICK)"
 wait $BG 2>/dev/null
 # stage-skip builds of the chosen variant for part c, compiled while check_layer runs
-S=("$PICK|1|bf16"); for i in $(seq 0 13); do S+=("$PICK|1|bf16|$((1 << i))"); done
+S=("$PICK|1|bf16"); for i in $(seq 0 14); do S+=("$PICK|1|bf16|$((1 << i))"); done
 ( timeout 200 python3 test/kernels/glm53/precompile.py --jobs 14 --builds "${S[@]}" >> "$OUT/1_precompile.log" 2>&1 ) &
 BG=$!
 
