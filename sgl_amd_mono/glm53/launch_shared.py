@@ -141,6 +141,8 @@ class Tiles:
     bc: int = 256
     att_blk: int = 32
     nsplit: int = 16
+    wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
+    route_rc: int = 32  # experts the router compares at once ([E, route_rc] per chunk), a power of two
     stages: int = 3
     prefetch: bool = VARIANTS[DEFAULT_VARIANT]["prefetch"]
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
@@ -195,8 +197,9 @@ class Tiles:
 # gfx950 (AOT survey, test/kernels/glm53/results/survey_gfx950.txt): the NVIDIA tiles at 8 wave64s
 # (2 waves a SIMD: 256 VGPRs) spill ~600 VGPRs; 4 waves (one a SIMD: 512 with AGPRs) alone still
 # spill ~250, the rest being w_uv's unrolled NSPLIT=16 split loads in flight; 4 waves + nsplit 8: 0.
+# The router's [E, 32] comparison chunks spill 62 VGPRs there; chunks of 8: 8 (AOT, TP8 w1 bf16).
 # Compile-only evidence: no gfx950 device has run these.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8}}
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8}}
 
 
 def target_of(device) -> str:
@@ -373,7 +376,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), STAGES=t.stages,
+            BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             PREFETCH=bool(t.prefetch and (self.interpret or (self.timer if timer is None else timer))),

@@ -69,13 +69,14 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.
 
 @triton.jit
 def _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R: tl.constexpr,
-               E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr):
+               E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr, ROUTE_RC: tl.constexpr):
     """The router for row r: each expert's rank among the biased scores (higher first, lower id first on
     ties: the order of an arg-max loop) picks the top-k; their sigmoid scores are renormalised and
     scaled. Writes ids / weights [r, :TOPK] in rank order plus the fused shared expert E (weight 1) at
     column TOPK, and rw[e, r] = row r's weight of expert e (0 if not picked; rw[E, r] = 1).
-    Every tensor is [E_PAD, 1] or [1, RC] of one 2-D layout (the j side is re-read, not converted)."""
-    RC: tl.constexpr = 32 if E_PAD >= 32 else E_PAD
+    Every tensor is [E_PAD, 1] or [1, RC] of one 2-D layout (the j side is re-read, not converted);
+    RC = ROUTE_RC experts are compared at once ([E_PAD, RC] per chunk)."""
+    RC: tl.constexpr = ROUTE_RC if E_PAD >= ROUTE_RC else E_PAD
     ex = tl.arange(0, E_PAD)[:, None]
     em = ex < E
     score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
@@ -184,7 +185,7 @@ def shared_layer_kernel(
     # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, STAGES: tl.constexpr,
+    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr, TRACE: tl.constexpr,
 ):
@@ -354,7 +355,7 @@ def shared_layer_kernel(
     # finish (an epoch-tagged arrival count) sums the parts in chunk order and quantizes that v group.
     NVC: tl.constexpr = VH // 128
     NKC: tl.constexpr = KVL // 128
-    SH: tl.constexpr = 8 if NSPLIT >= 8 else NSPLIT  # splits loaded at once, [16, SH, 128]
+    SH: tl.constexpr = WUV_SH if NSPLIT >= WUV_SH else NSPLIT  # splits loaded at once, [16, SH, 128]
     spl = tl.arange(0, NSPLIT)
     for t in tl.range(pid, H * NVC * NKC * ok * (1 - ((SKIP_MASK >> 6) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         h = t // (NVC * NKC)
@@ -431,7 +432,8 @@ def shared_layer_kernel(
 
     # ---- 10 route: task r = row r's top-k (`_route_row`) ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 10) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R, E, E_PAD, TOPK, KS_G)
+        _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R, E, E_PAD, TOPK, KS_G,
+                   ROUTE_RC)
     ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 11 up: every program lists the used experts itself, then split-K parts of x @ gate^T | x @ up^T
