@@ -74,24 +74,23 @@ def _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scalin
     ties: the order of an arg-max loop) picks the top-k; their sigmoid scores are renormalised and
     scaled. Writes ids / weights [r, :TOPK] in rank order plus the fused shared expert E (weight 1) at
     column TOPK, and rw[e, r] = row r's weight of expert e (0 if not picked; rw[E, r] = 1).
-    Every tensor is [E_PAD, 1] or [1, RC] of one 2-D layout (the j side is re-read, not converted);
-    RC = ROUTE_RC experts are compared at once ([E_PAD, RC] per chunk)."""
+    The ranks are counted ROUTE_RC experts at a time ([E_PAD, RC] comparisons; chunk jc of the scores is
+    taken out of the [E_PAD / RC, RC] view by an exact masked sum, no re-read)."""
     RC: tl.constexpr = ROUTE_RC if E_PAD >= ROUTE_RC else E_PAD
-    ex = tl.arange(0, E_PAD)[:, None]
+    NC: tl.constexpr = E_PAD // RC
+    ex = tl.arange(0, E_PAD)
     em = ex < E
     score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
-    ci = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
-    rank = tl.zeros((E_PAD, 1), dtype=tl.int32)
-    for jc in tl.static_range(E_PAD // RC):
-        j = jc * RC + tl.arange(0, RC)[None, :]
-        jm = j < E
-        cj = tl.where(jm, tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, j, jm, KS_G))
-                      + tl.load(bias_ptr + j, mask=jm, other=0.0), float("-inf"))
-        beats = ((cj > ci) | ((cj == ci) & (j < ex))) & (j != ex)
-        rank += tl.sum(beats.to(tl.int32), axis=1, keep_dims=True)
+    choice = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
+    chunks = tl.reshape(choice, (NC, RC))
+    rank = tl.zeros((E_PAD,), dtype=tl.int32)
+    for jc in tl.static_range(NC):
+        cj = tl.sum(tl.where(tl.arange(0, NC)[:, None] == jc, chunks, 0.0), axis=0)  # exact: x + 0.0
+        j = jc * RC + tl.arange(0, RC)
+        beats = (cj[None, :] > choice[:, None]) | ((cj[None, :] == choice[:, None]) & (j[None, :] < ex[:, None]))
+        rank += tl.sum(beats.to(tl.int32), axis=1)
     sel = (rank < TOPK) & em
-    wsum = tl.sum(tl.sum(tl.where(sel, score, 0.0), axis=1), axis=0)
-    w = score * (routed_scaling / (wsum + 1e-20))
+    w = score * (routed_scaling / (tl.sum(tl.where(sel, score, 0.0), axis=0) + 1e-20))
     tl.store(ids_ptr + r * (TOPK + 1) + rank, ex, mask=sel)
     tl.store(wts_ptr + r * (TOPK + 1) + rank, w, mask=sel)
     tl.store(ids_ptr + r * (TOPK + 1) + TOPK, E)
