@@ -127,8 +127,9 @@ class Tiles:
     load under the interpreter; off on HIP). progs_per_sm: programs a SM (1 at 8 warps, 2 at 4 warps);
     the grid is progs_per_sm x SMs, refused unless the compiled kernel can keep all of it resident."""
 
-    # H200 trace (test/kernels/glm53/results/trace_h200_tp8.log): 128-column GEMV tiles in 4 k parts and
-    # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7)
+    # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
+    # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7);
+    # MoE down in 256-column tiles: 37.1 vs 49.9 us at 8 rows, 10.0 vs 12.5 at 1
     bn_a: int = 128
     ks_a: int = 4
     bn_b: int = 64
@@ -139,7 +140,7 @@ class Tiles:
     ks_g: int = 8
     bu: int = 128
     ks_u: int = 4
-    bd: int = 128
+    bd: int = 256
     bc: int = 256
     att_blk: int = 32
     nsplit: int = 16
