@@ -40,14 +40,12 @@ NUM_WARPS = 8  # at one program per SM; Tiles.num_warps gives 8 // progs_per_sm
 
 # Build variants the GPU scripts A/B (time_layers --variants); Tiles' defaults are DEFAULT_VARIANT's.
 VARIANTS = {
-    "baseline": {"prefetch": False, "progs_per_sm": 1},
-    "prefetch": {"prefetch": True, "progs_per_sm": 1},
-    "pp2": {"prefetch": False, "progs_per_sm": 2},
-    "both": {"prefetch": True, "progs_per_sm": 2},
+    "baseline": {"progs_per_sm": 1},
+    "pp2": {"progs_per_sm": 2},
 }
-# H200 (Triton 3.6), TP8, 8K context, one run (test/kernels/glm53/results/final_h200_time_8k.log), µs at
-# 1 / 2 rows: baseline 175.9 / 189.4, prefetch 192.5 / 194.2, pp2 175.8 / 184.4, both 181.7 / 191.3.
-# The L2 prefetch costs more than it hides; two programs an SM (4 warps, spills 10) gains <= 3%: baseline.
+# H200 (Triton 3.6), TP8, 8K context, one run of an earlier build (results/final_h200_time_8k.log), µs at
+# 1 / 2 rows: baseline 175.9 / 189.4, pp2 175.8 / 184.4; an L2 prefetch of the next stages' weights
+# before each wait (since removed) made it slower: 192.5 / 194.2. Two programs an SM gains <= 3%: baseline.
 DEFAULT_VARIANT = "baseline"
 
 
@@ -123,8 +121,7 @@ def _refusals(geo: Glm53Geometry, tp: int, width: int, kv_dtype: torch.dtype, at
 class Tiles:
     """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
     k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop.
-    prefetch: L2 prefetch of later stages' weights before each barrier wait (NVIDIA only; a plain
-    load under the interpreter; off on HIP). progs_per_sm: programs a SM (1 at 8 warps, 2 at 4 warps);
+    progs_per_sm: programs a SM (1 at 8 warps, 2 at 4 warps);
     the grid is progs_per_sm x SMs, refused unless the compiled kernel can keep all of it resident."""
 
     # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
@@ -147,10 +144,7 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts the router compares at once ([E, route_rc] per chunk), a power of two
     stages: int = 4
-    prefetch: bool = VARIANTS[DEFAULT_VARIANT]["prefetch"]
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
-    pf_up: int = 8  # with prefetch: routed experts whose w13 is prefetched at the start of up
-    pf_down: int = 16  # with prefetch: routed experts whose w2 is prefetched after up (24 MB at TP8)
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
     # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
     waves_per_eu: int = 0
@@ -359,7 +353,7 @@ class SharedLaunch:
 
     def kernel_args(self, hidden, residual, cos_sin, kv_cache, out_loc, topk_slots, *, timer=None):
         """(args, constexprs) of `shared_layer_kernel` for one step (also used by AOT compiles; there
-        `timer` says the target is NVIDIA, which also gates the PTX prefetch)."""
+        `timer` says the target is NVIDIA, whose global timer bounds the waits)."""
         kv = self._check_inputs(hidden, residual, cos_sin, kv_cache, out_loc, topk_slots)
         g, a, m, sc, t = self.geo, self.attn_w, self.moe_w, self.scratch, self.tiles
         s = self.shard
@@ -382,8 +376,7 @@ class SharedLaunch:
             BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
-            PREFETCH=bool(t.prefetch and (self.interpret or (self.timer if timer is None else timer))),
-            PF_UP=t.pf_up, PF_DOWN=t.pf_down, TRACE=self.options.trace,
+            TRACE=self.options.trace,
         )
         return args, meta
 
@@ -403,8 +396,7 @@ class SharedLaunch:
                 shared_bytes=k.metadata.shared)
             program.check_resident(self.program.name, self.n_programs, resident)
             self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": k.metadata.shared,
-                              "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps,
-                              "prefetch": meta["PREFETCH"]}
+                              "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps}
             log.info("%s: %s", self.program.name, self.resources)
             self._checked_resident = True
         shared_layer_kernel[grid](*args, num_warps=self.num_warps, **self.tiles.compile_options(), **meta)

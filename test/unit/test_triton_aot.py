@@ -7,10 +7,9 @@ from sgl_amd_mono.backends.triton import survey
 from sgl_amd_mono.glm53 import launch_inputs as li
 
 
-@pytest.mark.parametrize("target,variant", [("gfx950", "both"), ("sm_90", "baseline"), ("sm_90", "both")])
+@pytest.mark.parametrize("target,variant", [("gfx950", "pp2"), ("sm_90", "baseline"), ("sm_90", "pp2")])
 def test_compiles(target, variant):
-    """Both build options (L2 prefetch, two programs a SM at 4 warps): the sm_90 build carries the
-    PTX prefetches, the gfx950 build compiles without them."""
+    """Both build options (one program a SM at 8 warps, two at 4) compile for both targets."""
     import torch
 
     from sgl_amd_mono.glm53 import launch_shared as ls
@@ -19,12 +18,11 @@ def test_compiles(target, variant):
     r = survey.compile_one(target, geo=li.tiny_geometry(), tp=1, width=2, kv_dtype=torch.bfloat16,
                            n_programs=8 * tiles.progs_per_sm, tiles=tiles)
     print(r)
-    assert r["num_warps"] == (4 if variant == "both" else 8)
+    assert r["num_warps"] == (4 if variant == "pp2" else 8)
     if target == "sm_90":
         assert r["regs"] > 0 and r["spill_bytes"] >= 0
-        assert (r["prefetch_insts"] > 0) == tiles.prefetch and r["prefetch"] == int(tiles.prefetch)
     else:
-        assert r["vgprs"] > 0 and r["vgpr_spill"] >= 0 and r["prefetch"] == 0
+        assert r["vgprs"] > 0 and r["vgpr_spill"] >= 0
 
 
 # gfx950 VGPR spills (to scratch) allowed at GLM-5.3 TP8 width 1: measured 0 with Tiles.for_target("gfx950")

@@ -29,8 +29,8 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, norm_quant_row, prefetch_l2,
-                                                 quant_group, quant_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, norm_quant_row, quant_group,
+                                                 quant_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down", "combine")
@@ -133,7 +133,7 @@ def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: 
 
 @triton.jit
 def _arrive(sync_ptr, stage, SKIP_ARRIVE: tl.constexpr, trace_ptr, pid, TRACE: tl.constexpr):
-    """The first half of `_barrier` (a prefetch may go between it and `_wait`). TRACE: stamps
+    """The first half of `_barrier`. TRACE: stamps
     trace[pid, 2 * stage] when this program's tasks of the stage are done."""
     _stamp(trace_ptr, pid, 2 * stage, TRACE)
     if stage != SKIP_ARRIVE:  # SKIP_ARRIVE: a planted missing arrival (deadline tests); -1 = none
@@ -186,18 +186,12 @@ def shared_layer_kernel(
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
-    PREFETCH: tl.constexpr, PF_UP: tl.constexpr, PF_DOWN: tl.constexpr, TRACE: tl.constexpr,
+    TRACE: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
 
     SKIP_MASK (timing variants only, 0 in every real build): stages whose bit is set run no tasks.
-    PREFETCH (NVIDIA builds and the interpreter only): fire-and-forget L2 prefetches of later stages'
-    weights, issued after this program's arrival and before its barrier wait (or at the start of a
-    stage with no weights of its own), each program a 1/NPROG share of the bytes (`prefetch_l2`):
-      start: qkv_a (norm1 has no weights) | after qkv_a: q_b (latent has none) | after q_b: w_kc, w_vc |
-      after absorb: o_proj (attn reads only the cache) | after o_proj: gate, shared expert w13 and w2 |
-      start of up: w13 of the first PF_UP routed experts | after up: w2 of the first PF_DOWN routed
-      experts (capped so a wide step's experts do not thrash the 50 MB L2). No value changes.
+    TRACE (timing builds only): every program stamps the global timer at each stage (`common/trace.py`).
     Split-K part buffers are [KS, R, N] f32; quantized activations [R, K] fp8 + [R, K/128] f32.
     """
     pid = tl.program_id(0)
@@ -213,9 +207,6 @@ def shared_layer_kernel(
     SPLIT: tl.constexpr = KTOP // NSPLIT
     HV: tl.constexpr = H * VH
 
-    if PREFETCH:  # norm1 has no weights: qkv_a's stream starts now
-        prefetch_l2(qkv_a_ptr, QKV_N * D, pid, NPROG)
-        prefetch_l2(qkv_a_s_ptr, ((QKV_N + 127) // 128) * (D // 128) * 4, pid, NPROG)
 
     # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
@@ -232,11 +223,7 @@ def shared_layer_kernel(
     _gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
                 tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
                 R, D, KS_A, BN_A, STAGES, NPROG)
-    _arrive(sync_ptr, 1, SKIP_ARRIVE, trace_ptr, pid, TRACE)
-    if PREFETCH:
-        prefetch_l2(q_b_ptr, H * QK * QL, pid, NPROG)
-        prefetch_l2(q_b_s_ptr, ((H * QK + 127) // 128) * (QL // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
     for t in tl.range(pid, 2 * R * ok * (1 - ((SKIP_MASK >> 2) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -272,11 +259,7 @@ def shared_layer_kernel(
     _gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
                 tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
                 R, QL, KS_B, BN_B, STAGES, NPROG)
-    _arrive(sync_ptr, 3, SKIP_ARRIVE, trace_ptr, pid, TRACE)
-    if PREFETCH:
-        prefetch_l2(w_kc_ptr, ((H - 1) * s_kc0 + (NOPE - 1) * s_kc1 + (KVL - 1) * s_kc2 + 1) * 2, pid, NPROG)
-        prefetch_l2(w_vc_ptr, ((H - 1) * s_vc0 + (KVL - 1) * s_vc1 + (VH - 1) * s_vc2 + 1) * 2, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
     NCH: tl.constexpr = KVL // 128
@@ -303,11 +286,7 @@ def shared_layer_kernel(
             base = qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + KVL
             tl.store(base + 2 * i, to_bf16(x1 * cos - x2 * sin), mask=rmask[:, None])
             tl.store(base + 2 * i + 1, to_bf16(x2 * cos + x1 * sin), mask=rmask[:, None])
-    _arrive(sync_ptr, 4, SKIP_ARRIVE, trace_ptr, pid, TRACE)
-    if PREFETCH:
-        prefetch_l2(o_proj_ptr, D * HV, pid, NPROG)
-        prefetch_l2(o_proj_s_ptr, (D // 128) * (HV // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 4, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 5 attn: split-K sparse MLA partials; 16 heads of one row share each KV tile ----
     NEG: tl.constexpr = -1.0e30
@@ -394,14 +373,7 @@ def shared_layer_kernel(
     _gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
                 tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
                 R, HV, KS_O, BN_O, STAGES, NPROG)
-    _arrive(sync_ptr, 7, SKIP_ARRIVE, trace_ptr, pid, TRACE)
-    if PREFETCH:
-        prefetch_l2(gate_ptr, E * D * 2, pid, NPROG)
-        prefetch_l2(w13_ptr + E * (2 * I * D), 2 * I * D, pid, NPROG)  # the shared expert: always used
-        prefetch_l2(w13_s_ptr + E * ((2 * I // 128) * (D // 128)), (2 * I // 128) * (D // 128) * 4, pid, NPROG)
-        prefetch_l2(w2_ptr + E * (D * I), D * I, pid, NPROG)
-        prefetch_l2(w2_s_ptr + E * ((D // 128) * (I // 128)), (D // 128) * (I // 128) * 4, pid, NPROG)
-    ok = _wait(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined

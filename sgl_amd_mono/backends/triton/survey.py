@@ -87,8 +87,7 @@ def _amd_usage(amdgcn: str) -> dict:
 
 def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: int, num_warps: int = 0,
                 tiles=None) -> dict:
-    """num_warps 0: the tiles' (8 at one program per SM, 4 at two). The PTX L2 prefetch is built for
-    NVIDIA targets only (tiles.prefetch; HIP builds leave it out)."""
+    """num_warps 0: the tiles' (8 at one program per SM, 4 at two)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -113,10 +112,8 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     k = triton.compile(ASTSource(shared_layer_kernel, sig, consts, attrs), target=GPUTarget(backend, arch, warp),
                        options={"num_warps": num_warps, **tiles.compile_options()})
     out = {"target": target, "tp": tp, "width": width, "kv": ls.KV_DTYPES[kv_dtype],
-           "prefetch": int(meta["PREFETCH"]), "num_warps": num_warps, "grid": n_programs, **tiles.compile_options(),
+           "num_warps": num_warps, "grid": n_programs, **tiles.compile_options(),
            "compile_s": round(time.time() - t, 1), "shared": k.metadata.shared}
-    if backend == "cuda":
-        out["prefetch_insts"] = k.asm["ptx"].count("prefetch.global.L2")
     out.update(_ptxas_usage(k.asm["ptx"]) if backend == "cuda" else _amd_usage(k.asm["amdgcn"]))
     code = k.asm["cubin"] if backend == "cuda" else k.asm["hsaco"]  # the code object's bytes
     out["sha"] = hashlib.sha256(code if isinstance(code, bytes) else code.encode()).hexdigest()[:12]

@@ -130,35 +130,6 @@ def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr
 
 
 @triton.jit
-def _prefetch_lines(p):
-    """One fire-and-forget L2 prefetch per element (a 128-byte line each). Under the interpreter
-    (no inline PTX) a plain load of the line's first byte, dropped: it checks the address is inside
-    the tensor and changes nothing."""
-    if _SOFT_CVT:
-        tl.load(p)
-    else:
-        # is_pure=False: a side effect, never dead-code eliminated although the dummy is unused
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [p],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-
-
-PF_LINES: tl.constexpr = tl.constexpr(256)  # lines a prefetch round (one per thread at 8 warps)
-
-
-@triton.jit
-def prefetch_l2(ptr, nbytes, pid, NPROG: tl.constexpr):
-    """L2 prefetch of bytes [0, nbytes) from ptr, this program's share: rounds of PF_LINES 128-byte
-    lines, round c on program c % NPROG. L2 is shared by every SM, so the split need not match which
-    program later reads a line. NVIDIA only (the caller gates it; gfx950 builds never call it)."""
-    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    nl = (nbytes + 127) // 128
-    ln = tl.arange(0, PF_LINES)
-    for c in tl.range(pid * PF_LINES, nl, NPROG * PF_LINES, num_stages=1):
-        li = tl.minimum(c + ln, nl - 1)  # clamped: a short last round re-touches the last line
-        _prefetch_lines(base + li.to(tl.int64) * 128)
-
-
-@triton.jit
 def sum_parts(ptr, stride_part, offs, mask, KS: tl.constexpr):
     """f32 sum of KS split-K parts at ptr + k * stride_part + offs, in part order 0, 1, ... (fixed)."""
     acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
@@ -181,36 +152,3 @@ def quant_row(x_ptr, xq_ptr, xs_ptr, K: tl.constexpr):
         xs = amax / FP8_MAX
         tl.store(xq_ptr + offs, to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX)))
         tl.store(xs_ptr + b * G + g, xs)
-
-
-@triton.jit
-def rms_row(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, eps, D: tl.constexpr, BLK: tl.constexpr,
-            HAS_RES: tl.constexpr):
-    """One row of SGLang RMSNorm (f32 math): s = x (+ res); res_out = bf16(s); out = bf16(s * rstd * w)."""
-    ss = tl.zeros((BLK,), dtype=tl.float32)
-    for c in range(D // BLK):
-        offs = c * BLK + tl.arange(0, BLK)
-        s = tl.load(x_ptr + offs, cache_modifier=".cg").to(tl.float32)
-        if HAS_RES:
-            s += tl.load(res_ptr + offs, cache_modifier=".cg").to(tl.float32)
-            tl.store(res_out_ptr + offs, to_bf16(s))
-        ss += s * s
-    rstd = tl.math.rsqrt(tl.sum(ss, axis=0) / D + eps)
-    for c in range(D // BLK):
-        offs = c * BLK + tl.arange(0, BLK)
-        s = tl.load(x_ptr + offs, cache_modifier=".cg").to(tl.float32)
-        if HAS_RES:
-            s += tl.load(res_ptr + offs, cache_modifier=".cg").to(tl.float32)
-        w = tl.load(w_ptr + offs).to(tl.float32)
-        tl.store(out_ptr + offs, to_bf16((s * rstd) * w))
-
-
-@triton.jit
-def rope_pairs(x_ptr, cs_ptr, ROPE: tl.constexpr):
-    """Interleaved rope of one [ROPE] bf16 vector: returns (even, odd) [ROPE/2] f32 rotated pairs."""
-    i = tl.arange(0, ROPE // 2)
-    x1 = tl.load(x_ptr + 2 * i, cache_modifier=".cg").to(tl.float32)
-    x2 = tl.load(x_ptr + 2 * i + 1, cache_modifier=".cg").to(tl.float32)
-    cos = tl.load(cs_ptr + i)
-    sin = tl.load(cs_ptr + ROPE // 2 + i)
-    return x1 * cos - x2 * sin, x2 * cos + x1 * sin

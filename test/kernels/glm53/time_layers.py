@@ -345,7 +345,7 @@ def main():
                                         for L in Ls]) / N_LAYERS
             print(f"variant rows {w} ctx 8192 {name}: {us:.1f} us", flush=True)
     for vname, vt in variants:
-        print(f"\nvariant {vname}: prefetch={vt.prefetch} progs_per_sm={vt.progs_per_sm} num_warps={vt.num_warps}")
+        print(f"\nvariant {vname}: progs_per_sm={vt.progs_per_sm} num_warps={vt.num_warps}")
         print("| context | rows | launch us | floor us | MB | experts | fraction | per-op us | per-op/launch |")
         print("|---|---|---|---|---|---|---|---|---|")
         for vn, ctx, w, us, fl, mb, ex, po in rows:
@@ -358,7 +358,7 @@ def main():
         tot = {v: t for v, t in tot.items() if t == t}  # NaN = failed variant
         best = min(tot, key=tot.get) if tot else variants[0][0]
         vt = dict(variants)[best]
-        spec = f"prefetch={int(vt.prefetch)},progs_per_sm={vt.progs_per_sm}"
+        spec = f"progs_per_sm={vt.progs_per_sm}"
         print("\nsummed us at ctx", c0, {v: round(t, 1) for v, t in tot.items()})
         print(f"FASTEST VARIANT: {best} ({spec})", flush=True)
         if args.pick:

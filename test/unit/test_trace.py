@@ -1,0 +1,29 @@
+"""common/trace.stage_table on hand-made stamps (what a trace build's programs write)."""
+
+import pytest
+import torch
+
+from sgl_amd_mono.common import trace
+
+
+def _stamps():
+    # 2 programs, 3 stages; ns. Columns: s0 done, s0 out, s1 done, s1 out, s2 done, start.
+    return torch.tensor([[1000, 2000, 5000, 6500, 7000, 0],
+                         [1500, 2200, 4000, 6000, 8000, 100]], dtype=torch.int64)
+
+
+def test_stage_table_values():
+    rows = trace.stage_table(_stamps(), ["a", "b", "c"])
+    got = {r["stage"]: (r["start"], r["work"], r["sync"], r["span"]) for r in rows}
+    # a: starts when the last program started (0.1 us), last arrival 1.5 us, last out of its wait 2.2 us
+    assert got["a"] == pytest.approx((0.0 + 0.1, 1.4, 0.7, 2.1))
+    assert got["b"] == pytest.approx((2.2, 2.8, 1.5, 4.3))
+    assert got["c"] == pytest.approx((6.5, 1.5, 0.0, 1.5))
+    # the spans tile the launch from the last program's start to the last program's end
+    assert sum(r["span"] for r in rows) == pytest.approx((8000 - 100) / 1e3)
+    assert "| total |" in trace.format_table(rows)
+
+
+def test_stage_table_refuses_wrong_shape():
+    with pytest.raises(ValueError, match="expected \\[programs, 8\\] for 4 stages"):
+        trace.stage_table(_stamps(), ["a", "b", "c", "d"])
