@@ -126,25 +126,11 @@ def _stamp(trace_ptr, pid, slot, TRACE: tl.constexpr):
 @triton.jit
 def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr,
              TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, trace_ptr, TRACE: tl.constexpr):
-    """End `stage` on this program and wait for every program to end it. Returns the new ok."""
-    _arrive(sync_ptr, stage, SKIP_ARRIVE, trace_ptr, pid, TRACE)
-    return _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG, TIMER, trace_ptr, TRACE)
-
-
-@triton.jit
-def _arrive(sync_ptr, stage, SKIP_ARRIVE: tl.constexpr, trace_ptr, pid, TRACE: tl.constexpr):
-    """The first half of `_barrier`. TRACE: stamps
-    trace[pid, 2 * stage] when this program's tasks of the stage are done."""
+    """End `stage` on this program and wait for every program to end it. Returns the new ok.
+    TRACE: stamps trace[pid, 2 * stage] at the arrival and trace[pid, 2 * stage + 1] at the wait's exit."""
     _stamp(trace_ptr, pid, 2 * stage, TRACE)
     if stage != SKIP_ARRIVE:  # SKIP_ARRIVE: a planted missing arrival (deadline tests); -1 = none
         arrive(sync_ptr, stage)
-
-
-@triton.jit
-def _wait(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr, TIMER: tl.constexpr,
-          trace_ptr, TRACE: tl.constexpr):
-    """The second half of `_barrier`. Returns the new ok. TRACE: stamps trace[pid, 2 * stage + 1]
-    when this program leaves the wait."""
     if ok != 0:
         ok = wait_counter(sync_ptr, stage, epoch * NPROG, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
     _stamp(trace_ptr, pid, 2 * stage + 1, TRACE)
@@ -184,7 +170,8 @@ def shared_layer_kernel(
     # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
+    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
 ):
@@ -206,7 +193,6 @@ def shared_layer_kernel(
     HG: tl.constexpr = (H + 15) // 16
     SPLIT: tl.constexpr = KTOP // NSPLIT
     HV: tl.constexpr = H * VH
-
 
     # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
