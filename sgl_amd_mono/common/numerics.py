@@ -1,4 +1,4 @@
-"""Metrics (max_abs, rel, cosine), named bounds `<launch>.<output>.<metric>`, and their report.
+"""Metrics (max_abs, rel, max_rel, cosine), named bounds `<launch>.<output>.<metric>`, and their report.
 
 A bound passes when the metric is within its limit (cosine: at least the limit). Every bound is
 shipped with a negative control (a planted error) that must fail it; `report` prints both.
@@ -22,11 +22,18 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp(min=1e-30)).item()
 
 
+def max_rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max|a - b| / max|b| (0 when both are zero): the worst element against the largest reference."""
+    den = b.float().abs().max().item() if b.numel() else 0.0
+    num = max_abs(a, b)
+    return num / den if den else (0.0 if num == 0 else float("inf"))
+
+
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0).item()
 
 
-METRICS = {"max_abs": max_abs, "rel": rel, "cosine": cosine}
+METRICS = {"max_abs": max_abs, "rel": rel, "max_rel": max_rel, "cosine": cosine}
 
 
 def measure(name: str, a: torch.Tensor, b: torch.Tensor) -> float:
