@@ -160,6 +160,24 @@ def resident_programs(*, n_sm: int, regs_per_thread: int, num_warps: int, shared
     return n_sm * max(0, min(by_regs, by_smem, max_blocks_per_sm))
 
 
+# LDS a CU (bytes) of the AMD targets the launches compile for.
+AMD_LDS_PER_CU = {"gfx950": 160 * 1024, "gfx942": 64 * 1024}
+
+
+def resident_programs_amd(*, n_cu: int, vgprs: int, waves_per_program: int, lds_bytes: int, lds_per_cu: int,
+                          vgprs_per_simd: int = 512, simds_per_cu: int = 4, max_waves_per_simd: int = 8,
+                          vgpr_granule: int = 8) -> int:
+    """Programs that can be resident at once on a CDNA GPU (gfx942 / gfx950): a wave takes `vgprs`
+    (rounded up to the granule) of a SIMD's 512 unified VGPRs a lane, a CU has 4 SIMDs, a program's
+    waves stay on one CU, and its LDS comes from the CU's. From the AOT compile's figures; no AMD GPU
+    has confirmed them here."""
+    regs = -(-max(1, vgprs) // vgpr_granule) * vgpr_granule
+    waves_per_simd = min(vgprs_per_simd // regs, max_waves_per_simd)
+    by_regs = simds_per_cu * waves_per_simd // waves_per_program
+    by_lds = lds_per_cu // lds_bytes if lds_bytes else by_regs
+    return n_cu * max(0, min(by_regs, by_lds))
+
+
 def check_resident(name: str, grid: int, resident: int) -> None:
     """Spin-waits deadlock unless every program is resident: refuse a grid larger than occupancy."""
     if grid > resident:

@@ -194,7 +194,8 @@ class Tiles:
 # gfx950 (AOT survey, test/kernels/glm53/results/survey_gfx950.txt): the NVIDIA tiles at 8 wave64s
 # (2 waves a SIMD: 256 VGPRs) spill ~600 VGPRs; 4 waves (one a SIMD: 512 with AGPRs) alone still
 # spill ~250, the rest being w_uv's unrolled NSPLIT=16 split loads in flight; 4 waves + nsplit 8: 0.
-# The router's [E, 32] comparison chunks spill 62 VGPRs there; chunks of 8: 8 (AOT, TP8 w1 bf16).
+# The router's [E, 32] comparison chunks spill 62 VGPRs there; chunks of 8: 8 (AOT, TP8 w1 bf16), and
+# 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8}}
 
@@ -391,9 +392,14 @@ class SharedLaunch:
             if hasattr(k, "_init_handles"):
                 k._init_handles()
             props = torch.cuda.get_device_properties(self.device)
-            resident = program.resident_programs(
-                n_sm=props.multi_processor_count, regs_per_thread=k.n_regs, num_warps=self.num_warps,
-                shared_bytes=k.metadata.shared)
+            if torch.version.hip is not None:  # CDNA: k.n_regs is the wave's VGPR count (not run here)
+                resident = program.resident_programs_amd(
+                    n_cu=props.multi_processor_count, vgprs=k.n_regs, waves_per_program=self.num_warps,
+                    lds_bytes=k.metadata.shared, lds_per_cu=program.AMD_LDS_PER_CU[target_of(self.device)])
+            else:
+                resident = program.resident_programs(
+                    n_sm=props.multi_processor_count, regs_per_thread=k.n_regs, num_warps=self.num_warps,
+                    shared_bytes=k.metadata.shared)
             program.check_resident(self.program.name, self.n_programs, resident)
             self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": k.metadata.shared,
                               "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps}

@@ -64,6 +64,20 @@ def test_scratch_and_residency_refused():
         program.check_resident("x", 264, res)
 
 
+def test_amd_residency():
+    """CDNA occupancy from an AOT compile's figures: the gfx950 GLM-5.3 TP8 build (457 VGPRs, 4 waves,
+    144384 B of LDS) fits one program a CU, so a 256-program grid on 256 CUs is resident; one VGPR over
+    a SIMD's 512, or LDS over the CU's 160 KiB, leaves none."""
+    kw = dict(n_cu=256, waves_per_program=4, lds_per_cu=program.AMD_LDS_PER_CU["gfx950"])
+    assert program.resident_programs_amd(vgprs=457, lds_bytes=144384, **kw) == 256
+    assert program.resident_programs_amd(vgprs=513, lds_bytes=144384, **kw) == 0
+    assert program.resident_programs_amd(vgprs=457, lds_bytes=170 * 1024, **kw) == 0
+    assert program.resident_programs_amd(vgprs=128, lds_bytes=0, **kw) == 256 * 4  # 4 waves a SIMD
+    assert program.resident_programs_amd(vgprs=128, lds_bytes=60 * 1024, **kw) == 256 * 2  # LDS-bound
+    with pytest.raises(ValueError, match="exceeds"):
+        program.check_resident("x", 512, program.resident_programs_amd(vgprs=457, lds_bytes=144384, **kw))
+
+
 def test_bad_builds_refused():
     geo = li.glm53_geometry()
     for kw, text in [(dict(tp=8, width=3), "width 3"), (dict(tp=4, width=1), "tp=4"),

@@ -42,3 +42,4 @@ def test_gfx950_tiles_do_not_spill():
     print(r)
     assert r["num_warps"] == 4 and r["vgprs"] > 0
     assert 0 <= r["vgpr_spill"] <= GFX950_VGPR_SPILL_MAX, r
+    assert r["resident"] >= r["grid"], r  # the whole grid fits the CUs (VGPRs and LDS)

@@ -18,6 +18,8 @@ import time
 
 import torch
 
+from sgl_amd_mono.common import program
+
 _DT = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8e4nv", torch.float32: "fp32", torch.int32: "i32",
        torch.int64: "i64", torch.uint8: "u8", torch.float16: "fp16"}
 TARGETS = {"gfx950": ("hip", "gfx950", 64), "gfx942": ("hip", "gfx942", 64), "sm_90": ("cuda", 90, 32)}
@@ -115,6 +117,10 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
            "num_warps": num_warps, "grid": n_programs, **tiles.compile_options(),
            "compile_s": round(time.time() - t, 1), "shared": k.metadata.shared}
     out.update(_ptxas_usage(k.asm["ptx"]) if backend == "cuda" else _amd_usage(k.asm["amdgcn"]))
+    if backend == "hip":  # can the grid (n_programs on n_programs / progs_per_sm CUs) all be resident?
+        out["resident"] = program.resident_programs_amd(
+            n_cu=n_programs // tiles.progs_per_sm, vgprs=out["vgprs"], waves_per_program=num_warps,
+            lds_bytes=out["shared"], lds_per_cu=program.AMD_LDS_PER_CU[target])
     code = k.asm["cubin"] if backend == "cuda" else k.asm["hsaco"]  # the code object's bytes
     out["sha"] = hashlib.sha256(code if isinstance(code, bytes) else code.encode()).hexdigest()[:12]
     return out
