@@ -223,7 +223,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     tiles = tiles.for_geometry(geo, tp)
     ng_i = s.moe_inter // 128
     stages = [
-        st("norm1", r, ("hidden", "residual"), ("res1", "xn1", "xq1", "xs1")),
+        st("norm1", r, ("hidden", "residual"), ("res1", "xq1", "xs1")),
         st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a) * tiles.ks_a, ("xq1", "xs1"), ("qkv_part",)),
         st("latent", 2 * r, ("qkv_part", "cos_sin", "out_loc"), ("ql", "qlq", "qls", "kv_cache"),
            cache_rows=lambda t: (t - r,) if t >= r else ()),
@@ -256,7 +256,7 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
     t = tiles.for_geometry(geo, tp)
     hv, i = h * geo.v_head, s.moe_inter
     return {
-        "res1": ((r, d), bf16), "xn1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
+        "res1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
         "qkv_part": ((t.ks_a, r, geo.qkv_a_out), f32), "ql": ((r, geo.q_lora), bf16),
         "qlq": ((r, geo.q_lora), fp8), "qls": ((r, geo.q_lora // 128), f32),
         "qb_part": ((t.ks_b, r, h * geo.qk_head), f32),
@@ -364,7 +364,7 @@ class SharedLaunch:
             a.w_kc, *a.w_kc.stride(), a.w_vc, *a.w_vc.stride(), a.o_proj, a.o_proj_s, a.post_norm,
             m.gate, m.bias, m.w13, m.w13_s, m.w2, m.w2_s,
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
-            *(sc[k] for k in ("res1", "xn1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
+            *(sc[k] for k in ("res1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
                               "pm", "pl", "pacc", "vpart", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
                               "rw", "uniq", "up_part", "aq", "as", "part")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,

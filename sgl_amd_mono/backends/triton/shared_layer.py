@@ -1,8 +1,8 @@
 """The "shared" launch in Triton: one persistent launch for one MoE layer that reuses the previous top-k.
 
 Stages (each spread over the programs, consecutive stages joined by epoch-tagged barriers):
-  0 norm1   [R]      res1, xn1 = RMSNorm(hidden + residual) in one round over the row; xn1 quantized
-                     (fp8 + group scales)
+  0 norm1   [R]      res1 = hidden + residual; xn1 = RMSNorm(res1) in one round over the row, kept only
+                     quantized (fp8 + group scales: xq1, xs1)
   1 qkv_a   [N/BN*KS] split-K parts of block-FP8 fused_qkv_a(xn1), f32
   2 latent  [2R]     qkv = bf16(sum of parts); ql = q_a_norm(q) (+ quantized); this step's cache row =
                      [kv_a_norm(c_kv) | rope(k_pe)] at out_loc
@@ -158,7 +158,7 @@ def shared_layer_kernel(
     # outputs
     out_ptr, res_out_ptr, o_ptr, ids_ptr, wts_ptr,
     # scratch
-    res1_ptr, xn1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
+    res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
     pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
     rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
     # sync
@@ -194,7 +194,7 @@ def shared_layer_kernel(
     SPLIT: tl.constexpr = KTOP // NSPLIT
     HV: tl.constexpr = H * VH
 
-    # ---- 0 norm1: res1, xn1 = RMSNorm(hidden + residual); xn1 quantized once ----
+    # ---- 0 norm1: res1 = hidden + residual; xn1 = RMSNorm(res1), stored only quantized (xq1, xs1) ----
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
@@ -202,7 +202,7 @@ def shared_layer_kernel(
         x = (tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
              + tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32))
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
-        norm_quant_row(x, in_norm_ptr, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP)
+        norm_quant_row(x, in_norm_ptr, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
@@ -367,7 +367,8 @@ def shared_layer_kernel(
         tl.store(o_ptr + r * D + offs_g, o, mask=m_g)
         x = o.to(tl.float32) + tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
         tl.store(res_out_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
-        norm_quant_row(x, post_norm_ptr, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP)
+        norm_quant_row(x, post_norm_ptr, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP,
+                       True)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 9 gate: split-K parts of the f32 logits of the bf16 gate (bf16 products are exact in f32) ----

@@ -88,17 +88,20 @@ def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
 
 
 @triton.jit
-def norm_quant_row(s, w_ptr, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr):
+def norm_quant_row(s, w_ptr, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr,
+                   STORE_OUT: tl.constexpr):
     """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) in one
-    round: out = bf16(s * rstd * w) [D] bf16, and out quantized per 128-group (xq [D] fp8, xs [D/128]
-    f32, per_token_group_quant_fp8 numerics). Every load is issued at once (no chunk loop)."""
+    round: out = bf16(s * rstd * w) [D] bf16 (stored only with STORE_OUT; out_ptr unused otherwise),
+    and out quantized per 128-group (xq [D] fp8, xs [D/128] f32, per_token_group_quant_fp8 numerics).
+    Every load is issued at once (no chunk loop)."""
     g = tl.arange(0, GP)
     offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
     m = g[:, None] < D // 128
     rstd = tl.math.rsqrt(tl.sum(tl.sum(s * s, axis=1), axis=0) / D + eps)
     w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
     y = to_bf16((s * rstd) * w)
-    tl.store(out_ptr + offs, y, mask=m)
+    if STORE_OUT:
+        tl.store(out_ptr + offs, y, mask=m)
     yq, ys = quant_group(y.to(tl.float32))
     tl.store(xq_ptr + offs, yq, mask=m)
     tl.store(xs_ptr + g, ys, mask=g < D // 128)
