@@ -126,7 +126,7 @@ class Tiles:
 
     # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
     # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7);
-    # MoE down in 256-column tiles: 37.1 vs 49.9 us at 8 rows, 10.0 vs 12.5 at 1
+    # (MoE down, when it was one task per expert and column tile: 256-column tiles, 37.1 vs 49.9 us at 8 rows)
     bn_a: int = 128
     ks_a: int = 4
     bn_b: int = 64
@@ -137,12 +137,12 @@ class Tiles:
     ks_g: int = 8
     bu: int = 128
     ks_u: int = 4
-    bd: int = 256
-    bc: int = 256
+    dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / programs) rounded up to 8 (one round)
+    stages_dn: int = 8  # MoE down's pipeline depth (its loop streams every used expert's slice)
     att_blk: int = 32
     nsplit: int = 16
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
-    route_rc: int = 32  # experts the router compares at once ([E, route_rc] per chunk), a power of two
+    route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
@@ -187,7 +187,14 @@ class Tiles:
             self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u), be=min(self.be, _pow2(max(16, geo.n_routed))),
-            bu=min(self.bu, s.moe_inter), bd=min(self.bd, geo.hidden), bc=min(self.bc, geo.hidden))
+            bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
+
+    def for_programs(self, geo: Glm53Geometry, n_programs: int) -> "Tiles":
+        """dcw 0 resolved for a grid: the fewest 8-aligned columns a task that cover the hidden size in
+        one round of tasks."""
+        if self.dcw:
+            return self
+        return dataclasses.replace(self, dcw=min(geo.hidden, -(-geo.hidden // (8 * n_programs)) * 8))
 
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
@@ -234,11 +241,10 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
         st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
-        st("route", r, ("lg_part",), ("ids", "weights", "rw")),
+        st("route", r * (_pow2(max(16, geo.n_routed)) // _route_chunk(geo, tiles)), ("lg_part",), ("ids", "rw")),
         st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
-        st("act", maxu * ng_i, ("up_part", "uniq"), ("aq", "as")),
-        st("down", maxu * (d // tiles.bd), ("aq", "as", "uniq", "rw"), ("part",)),
-        st("combine", cdiv(d, tiles.bc), ("part", "uniq", "rw"), ("out",)),
+        st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
+        st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw), ("aq", "as", "uniq"), ("out",)),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
     nbytes = {k: math.prod(shape) * torch.empty((), dtype=dt).element_size() for k, (shape, dt) in scratch.items()}
@@ -246,6 +252,11 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         name=f"shared[tp{tp},w{width}]", stages=stages,
         inputs=("hidden", "residual", "cos_sin", "out_loc", "topk", "kv_cache"), scratch=nbytes, rows=width,
     )
+
+
+def _route_chunk(geo: Glm53Geometry, tiles: Tiles) -> int:
+    """Experts one router task ranks (the kernel's RC)."""
+    return min(tiles.route_rc, _pow2(max(16, geo.n_routed)))
 
 
 def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_programs: int) -> dict:
@@ -268,7 +279,6 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
         "lg_part": ((t.ks_g, r, geo.n_routed), f32),
         "rw": ((geo.n_routed + 1, 16), f32), "uniq": ((n_programs, maxu + 1), i32),
         "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
-        "part": ((maxu, 16, d), f32),
     }
 
 
@@ -300,6 +310,7 @@ class SharedLaunch:
                 raise ValueError(f"placement 'persistent' needs a GPU device (or meta with n_programs), got {self.device}")
         else:
             raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
+        tiles = self.tiles = tiles.for_programs(geo, self.n_programs)
         self.program = describe(geo, tp=tp, width=width, tiles=tiles, n_programs=self.n_programs)
         placement = program.place_round_robin(self.program, self.n_programs)
         program.check_all(self.program, placement, SCRATCH_LIMIT)
@@ -366,7 +377,7 @@ class SharedLaunch:
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
             *(sc[k] for k in ("res1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
                               "pm", "pl", "pacc", "vpart", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
-                              "rw", "uniq", "up_part", "aq", "as", "part")),
+                              "rw", "uniq", "up_part", "aq", "as")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         meta = dict(
@@ -374,7 +385,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, BD=t.bd, BC=t.bc, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

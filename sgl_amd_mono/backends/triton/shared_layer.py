@@ -15,12 +15,14 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
   7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v)
   8 norm2   [R]      o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once
   9 gate    [E/BE*KS] split-K parts of logits = xn2 @ gate^T (f32)
- 10 route   [R]      row r: sigmoid + bias top-k by rank, renormalise, x scale; rw[e, r] its weights
- 11 up      [U*I/BU*KS] every program first lists the used experts itself (from rw), then split-K
-                     parts of gate | up (block-FP8 W8A8) per used expert
- 12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales)
- 13 down    [U*D/BD] partial[u, r] = w[u, r] * block-FP8 down(act)
- 14 combine [D/BC]   out = sum_u partial[u] in expert order (no float atomics: bitwise reproducible)
+ 10 route   [R*E/RC] row r, experts c*RC..: sigmoid + bias rank among the row's scores; rw[e, r] = the
+                     picked experts' scores (renormalised by their readers), ids in rank order
+ 11 up      [U*I/BU*KS] every program first lists the used experts itself (from rw, with each row's
+                     renormalisation), then split-K parts of gate | up (block-FP8 W8A8) per used expert
+ 12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales x the routing
+                     weight w[u, r]); then row r's routing weights (output) on program NPROG-1-r
+ 13 down    [D/DCW]  out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
+                     pipelined loop over every expert's k blocks (no float atomics: bitwise reproducible)
 Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
 """
@@ -29,11 +31,11 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_part, fp8_gemv_part2, norm_quant_row, quant_group,
-                                                 quant_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2, norm_quant_row,
+                                                 quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
-          "norm2", "gate", "route", "up", "act", "down", "combine")
+          "norm2", "gate", "route", "up", "act", "down")
 N_COUNTERS = tl.constexpr(len(STAGES))  # one arrival counter a stage; the last one ends the step
 
 
@@ -68,41 +70,38 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.
 
 
 @triton.jit
-def _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R: tl.constexpr,
-               E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr, ROUTE_RC: tl.constexpr):
-    """The router for row r: each expert's rank among the biased scores (higher first, lower id first on
-    ties: the order of an arg-max loop) picks the top-k; their sigmoid scores are renormalised and
-    scaled. Writes ids / weights [r, :TOPK] in rank order plus the fused shared expert E (weight 1) at
-    column TOPK, and rw[e, r] = row r's weight of expert e (0 if not picked; rw[E, r] = 1).
-    The ranks are counted ROUTE_RC experts at a time ([E_PAD, RC] comparisons; chunk jc of the scores is
-    taken out of the [E_PAD / RC, RC] view by an exact masked sum, no re-read)."""
-    RC: tl.constexpr = ROUTE_RC if E_PAD >= ROUTE_RC else E_PAD
-    NC: tl.constexpr = E_PAD // RC
+def _route_chunk(lg_part_ptr, bias_ptr, ids_ptr, rw_ptr, r, c, R: tl.constexpr, E: tl.constexpr,
+                 E_PAD: tl.constexpr, TOPK: tl.constexpr, KS_G: tl.constexpr, RC: tl.constexpr):
+    """The router for experts c*RC .. c*RC+RC-1 of row r: each one's rank among all biased scores
+    (higher first, lower id first on ties: the order of an arg-max loop) says whether it is in the
+    top-k. Writes ids[r, rank] = e for the picked ones, and rw[e, r] = its sigmoid score (0 if not
+    picked). Chunk 0 also writes the fused shared expert E at ids[r, TOPK] and rw[E, r] = 1.
+    The renormalisation (x routed_scaling / the row's sum of picked scores) is applied by the readers
+    (`_used_experts` gives every program each row's factor). The chunk's own scores are taken out of
+    the row's by an exact masked sum (one term), so both sides of every comparison are the same bits."""
     ex = tl.arange(0, E_PAD)
     em = ex < E
     score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
     choice = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
-    chunks = tl.reshape(choice, (NC, RC))
-    rank = tl.zeros((E_PAD,), dtype=tl.int32)
-    for jc in tl.static_range(NC):
-        cj = tl.sum(tl.where(tl.arange(0, NC)[:, None] == jc, chunks, 0.0), axis=0)  # exact: x + 0.0
-        j = jc * RC + tl.arange(0, RC)
-        beats = (cj[None, :] > choice[:, None]) | ((cj[None, :] == choice[:, None]) & (j[None, :] < ex[:, None]))
-        rank += tl.sum(beats.to(tl.int32), axis=1)
-    sel = (rank < TOPK) & em
-    w = score * (routed_scaling / (tl.sum(tl.where(sel, score, 0.0), axis=0) + 1e-20))
-    tl.store(ids_ptr + r * (TOPK + 1) + rank, ex, mask=sel)
-    tl.store(wts_ptr + r * (TOPK + 1) + rank, w, mask=sel)
-    tl.store(ids_ptr + r * (TOPK + 1) + TOPK, E)
-    tl.store(wts_ptr + r * (TOPK + 1) + TOPK, 1.0)
-    tl.store(rw_ptr + ex * 16 + r, tl.where(sel, w, 0.0), mask=em)
-    tl.store(rw_ptr + E * 16 + r, 1.0)
+    ei = c * RC + tl.arange(0, RC)
+    pick = ex[None, :] == ei[:, None]
+    ci = tl.sum(tl.where(pick, choice[None, :], 0.0), axis=1)
+    si = tl.sum(tl.where(pick, score[None, :], 0.0), axis=1)
+    beats = (choice[None, :] > ci[:, None]) | ((choice[None, :] == ci[:, None]) & (ex[None, :] < ei[:, None]))
+    rank = tl.sum(beats.to(tl.int32), axis=1)
+    sel = (rank < TOPK) & (ei < E)
+    tl.store(ids_ptr + r * (TOPK + 1) + rank, ei, mask=sel)
+    tl.store(rw_ptr + ei * 16 + r, tl.where(sel, si, 0.0), mask=ei < E)
+    if c == 0:
+        tl.store(ids_ptr + r * (TOPK + 1) + TOPK, E)
+        tl.store(rw_ptr + E * 16 + r, 1.0)
 
 
 @triton.jit
-def _used_experts(rw_ptr, uniq_ptr, R: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr):
+def _used_experts(rw_ptr, uniq_ptr, routed_scaling, R: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr):
     """This program's own list of the experts any row uses (rw != 0), ascending, the shared expert E
-    last, at uniq_ptr; returns its length."""
+    last, at uniq_ptr. Returns (its length, scale [16]): scale[r] = routed_scaling / (row r's sum of
+    picked scores), the router's renormalisation."""
     rows = tl.arange(0, 16)
     ex = tl.arange(0, E_PAD)
     rw = tl.load(rw_ptr + ex[:, None] * 16 + rows[None, :], mask=(ex[:, None] < E) & (rows[None, :] < R),
@@ -111,8 +110,9 @@ def _used_experts(rw_ptr, uniq_ptr, R: tl.constexpr, E: tl.constexpr, E_PAD: tl.
     n_used = tl.sum(used, axis=0)
     tl.store(uniq_ptr + tl.cumsum(used, axis=0) - 1, ex, mask=used != 0)
     tl.store(uniq_ptr + n_used, E)
+    scale = routed_scaling / (tl.sum(rw, axis=0) + 1e-20)
     tl.debug_barrier()  # this program's list is stored before its threads read it back
-    return n_used + 1
+    return n_used + 1, scale
 
 
 @triton.jit
@@ -160,17 +160,18 @@ def shared_layer_kernel(
     # scratch
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
     pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
-    rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, part_ptr,
+    rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr,
     # sync
     sync_ptr, err_ptr, trace_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
     NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr,
     TOPK: tl.constexpr, KP: tl.constexpr, I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
-    # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task)
+    # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task; DCW: down's output
+    # columns a task, DCW_P its power-of-two tile; STAGES_DN: down's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    BD: tl.constexpr, BC: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -199,10 +200,12 @@ def shared_layer_kernel(
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 0) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        x = (tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
-             + tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32))
+        h_in = tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
+        r_in = tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
+        wn = tl.load(in_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
+        x = h_in.to(tl.float32) + r_in.to(tl.float32)
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
-        norm_quant_row(x, in_norm_ptr, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
+        norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
@@ -364,11 +367,12 @@ def shared_layer_kernel(
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         o = to_bf16(sum_parts(o_part_ptr + r * D, R * D, offs_g, m_g, KS_O))
+        r1 = tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
+        wn = tl.load(post_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
         tl.store(o_ptr + r * D + offs_g, o, mask=m_g)
-        x = o.to(tl.float32) + tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
+        x = o.to(tl.float32) + r1.to(tl.float32)
         tl.store(res_out_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
-        norm_quant_row(x, post_norm_ptr, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP,
-                       True)
+        norm_quant_row(x, wn, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP, True)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 9 gate: split-K parts of the f32 logits of the bf16 gate (bf16 products are exact in f32) ----
@@ -388,16 +392,18 @@ def shared_layer_kernel(
         tl.store(lg_part_ptr + (kg * R + rows[:, None]) * E + ex[None, :], acc, mask=rmask[:, None] & emask[None, :])
     ok = _barrier(sync_ptr, err_ptr, 9, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 10 route: task r = row r's top-k (`_route_row`) ----
-    for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 10) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        _route_row(lg_part_ptr, bias_ptr, ids_ptr, wts_ptr, rw_ptr, r, routed_scaling, R, E, E_PAD, TOPK, KS_G,
-                   ROUTE_RC)
+    # ---- 10 route: task (r, c) = row r's router for experts c*RC.. (`_route_chunk`) ----
+    RC: tl.constexpr = ROUTE_RC if E_PAD >= ROUTE_RC else E_PAD
+    for t in tl.range(pid, R * (E_PAD // RC) * ok * (1 - ((SKIP_MASK >> 10) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        _route_chunk(lg_part_ptr, bias_ptr, ids_ptr, rw_ptr, t // (E_PAD // RC), t % (E_PAD // RC), R, E, E_PAD,
+                     TOPK, KS_G, RC)
     ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 11 up: every program lists the used experts itself, then split-K parts of x @ gate^T | x @ up^T
     # per used expert ----
     my_uniq = uniq_ptr + pid * (MAXU + 1)
-    n_u = tl.minimum(_used_experts(rw_ptr, my_uniq, R, E, E_PAD), MAXU)
+    n_u, rscale = _used_experts(rw_ptr, my_uniq, routed_scaling, R, E, E_PAD)
+    n_u = tl.minimum(n_u, MAXU)
     NT_UP: tl.constexpr = I // BU
     NKB_U: tl.constexpr = (D // 128) // KS_U
     for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
@@ -414,7 +420,9 @@ def shared_layer_kernel(
         tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group ----
+    # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
+    # scales are stored times row r's routing weight of expert u (so down's sum over experts is weighted).
+    # Then programs NPROG-1-r write row r's routing weights (ids order) ----
     NG_I: tl.constexpr = I // 128
     for t in tl.range(pid, n_u * NG_I * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         u = t // NG_I
@@ -426,39 +434,33 @@ def shared_layer_kernel(
         up = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
         a = to_bf16(g * tl.sigmoid(g) * up).to(tl.float32)
         aq, as_ = quant_group(a)
+        e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E)
+        wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
+        wr = tl.where(e < E, wr * rscale, wr)
         tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
-        tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_, mask=rmask)
+        tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_ * wr, mask=rmask)
+    kk = tl.arange(0, KP)
+    for r in tl.range(NPROG - 1 - pid, R * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        ek = tl.load(ids_ptr + r * (TOPK + 1) + kk, mask=kk < TOPK, other=0, cache_modifier=".cg")
+        wk = tl.load(rw_ptr + ek * 16 + r, mask=kk < TOPK, other=0.0, cache_modifier=".cg")
+        sr = tl.sum(tl.where(rows == r, rscale, 0.0), axis=0)
+        tl.store(wts_ptr + r * (TOPK + 1) + kk, tl.where(kk < TOPK, wk * sr, 1.0), mask=kk <= TOPK)
     ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 13 down: part[u, r] = w[u, r] * (q(act) @ w2^T) in f32, for the rows that route to the expert ----
-    NT_DN: tl.constexpr = D // BD
-    for t in tl.range(pid, n_u * NT_DN * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        u = t // NT_DN
-        nt = t % NT_DN
-        e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
-        y = fp8_gemv_part(aq_ptr + u * R * I, as_ptr + u * R * NG_I, I, NG_I, w2_ptr + e * (D * I), I,
-                          w2_s_ptr + e * ((D // 128) * NG_I), NG_I, nt * BD, D, 0, R, NG_I, BD, STAGES)
-        wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
-        cols = nt * BD + tl.arange(0, BD)
-        tl.store(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :], wr[:, None] * y,
-                 mask=(rmask & (wr != 0.0))[:, None])
-    ok = _barrier(sync_ptr, err_ptr, 13, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
-
-    # ---- 14 combine: fixed expert order, f32, then bf16 ----
-    for t in tl.range(pid, tl.cdiv(D, BC) * ok * (1 - ((SKIP_MASK >> 14) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        cols = t * BC + tl.arange(0, BC)
-        acc = tl.zeros((16, BC), dtype=tl.float32)
-        for u in range(n_u):
-            e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E)
-            wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
-            acc += tl.load(part_ptr + (u * 16 + rows[:, None]) * D + cols[None, :],
-                           mask=(rmask & (wr != 0.0))[:, None], other=0.0, cache_modifier=".cg")
-        tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=rmask[:, None])
+    # ---- 13 down: task t = output columns t*DCW.. : out = bf16(sum over used experts u, in order, and their
+    # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
+    for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
+                               STAGES_DN)
+        cols = t * DCW + tl.arange(0, DCW_P)
+        tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
+                 mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
-    _stamp(trace_ptr, pid, 2 * 14, TRACE)
-    arrive(sync_ptr, 14)
+    _stamp(trace_ptr, pid, 2 * (N_COUNTERS - 1), TRACE)
+    arrive(sync_ptr, N_COUNTERS - 1)
     if pid == 0:
-        done = wait_counter(sync_ptr, 14, epoch * NPROG, err_ptr, launch_id, 14, pid, epoch, bound, TIMER)
+        done = wait_counter(sync_ptr, N_COUNTERS - 1, epoch * NPROG, err_ptr, launch_id, N_COUNTERS - 1, pid, epoch,
+                            bound, TIMER)
         if done != 0:
             tl.atomic_xchg(sync_ptr, epoch, sem="release")

@@ -88,17 +88,46 @@ def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
 
 
 @triton.jit
-def norm_quant_row(s, w_ptr, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr,
-                   STORE_OUT: tl.constexpr):
-    """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) in one
-    round: out = bf16(s * rstd * w) [D] bf16 (stored only with STORE_OUT; out_ptr unused otherwise),
-    and out quantized per 128-group (xq [D] fp8, xs [D/128] f32, per_token_group_quant_fp8 numerics).
-    Every load is issued at once (no chunk loop)."""
+def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
+                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr):
+    """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
+    * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
+    (clamped to [0, E]): one pipelined loop over (u, k block), so the next expert's weights stream
+    while this one's multiply. Columns past BN or N are 0.
+
+    xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
+    """
+    NKB: tl.constexpr = K // 128
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    offs_n = n0 + tl.arange(0, BP)
+    nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
+    acc = tl.zeros((16, BP), dtype=tl.float32)
+    for i in tl.range(0, n_exp * NKB, num_stages=STAGES):
+        u = i // NKB
+        kb = i % NKB
+        e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
+        offs_k = kb * 128 + tl.arange(0, 128)
+        w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
+        ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
+        xq = tl.load(xq_ptr + (u * R + rows[:, None]) * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+        acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+    return acc
+
+
+@triton.jit
+def norm_quant_row(s, w, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr, STORE_OUT: tl.constexpr):
+    """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) with the
+    norm weight w [GP, 128] f32 (loaded by the caller before its stores, so no load waits behind them),
+    in one round: out = bf16(s * rstd * w) [D] bf16 (stored only with STORE_OUT; out_ptr unused
+    otherwise), and out quantized per 128-group (xq [D] fp8, xs [D/128] f32, per_token_group_quant_fp8
+    numerics)."""
     g = tl.arange(0, GP)
     offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
     m = g[:, None] < D // 128
     rstd = tl.math.rsqrt(tl.sum(tl.sum(s * s, axis=1), axis=0) / D + eps)
-    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
     y = to_bf16((s * rstd) * w)
     if STORE_OUT:
         tl.store(out_ptr + offs, y, mask=m)
