@@ -78,17 +78,19 @@ def _route_chunk(lg_part_ptr, bias_ptr, ids_ptr, rw_ptr, r, c, R: tl.constexpr, 
     picked). Chunk 0 also writes the fused shared expert E at ids[r, TOPK] and rw[E, r] = 1.
     The renormalisation (x routed_scaling / the row's sum of picked scores) is applied by the readers
     (`_used_experts` gives every program each row's factor). The chunk's own scores are taken out of
-    the row's by an exact masked sum (one term), so both sides of every comparison are the same bits."""
+    the [E_PAD / RC, RC] view of the row's by an exact masked sum (one term a column), so both sides of
+    every comparison are the same bits; the comparisons are an [E_PAD, RC] tile summed over experts."""
+    NC: tl.constexpr = E_PAD // RC
     ex = tl.arange(0, E_PAD)
     em = ex < E
     score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
     choice = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
     ei = c * RC + tl.arange(0, RC)
-    pick = ex[None, :] == ei[:, None]
-    ci = tl.sum(tl.where(pick, choice[None, :], 0.0), axis=1)
-    si = tl.sum(tl.where(pick, score[None, :], 0.0), axis=1)
-    beats = (choice[None, :] > ci[:, None]) | ((choice[None, :] == ci[:, None]) & (ex[None, :] < ei[:, None]))
-    rank = tl.sum(beats.to(tl.int32), axis=1)
+    pick = tl.arange(0, NC)[:, None] == c
+    ci = tl.sum(tl.where(pick, tl.reshape(choice, (NC, RC)), 0.0), axis=0)  # exact: x + 0.0
+    si = tl.sum(tl.where(pick, tl.reshape(score, (NC, RC)), 0.0), axis=0)
+    beats = (choice[:, None] > ci[None, :]) | ((choice[:, None] == ci[None, :]) & (ex[:, None] < ei[None, :]))
+    rank = tl.sum(beats.to(tl.int32), axis=0)
     sel = (rank < TOPK) & (ei < E)
     tl.store(ids_ptr + r * (TOPK + 1) + rank, ei, mask=sel)
     tl.store(rw_ptr + ei * 16 + r, tl.where(sel, si, 0.0), mask=ei < E)
