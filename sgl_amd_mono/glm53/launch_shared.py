@@ -138,7 +138,8 @@ class Tiles:
     bu: int = 128
     ks_u: int = 4
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / programs) rounded up to 8 (one round)
-    stages_dn: int = 8  # MoE down's pipeline depth (its loop streams every used expert's slice)
+    stages_dn: int = 8  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
+    stages_up: int = 4  # MoE up's pipeline depth (its k loop holds gate and up tiles)
     att_blk: int = 32
     nsplit: int = 16
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
@@ -385,7 +386,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

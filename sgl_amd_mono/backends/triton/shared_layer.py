@@ -170,10 +170,10 @@ def shared_layer_kernel(
     NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr,
     TOPK: tl.constexpr, KP: tl.constexpr, I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
     # tiles (BN_*: GEMV columns a task; KS_*: split-K parts; BE: gate experts a task; DCW: down's output
-    # columns a task, DCW_P its power-of-two tile; STAGES_DN: down's pipeline depth)
+    # columns a task, DCW_P its power-of-two tile; STAGES_DN / STAGES_UP: MoE down's / up's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -415,7 +415,7 @@ def shared_layer_kernel(
         e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
         g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
                                w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
-                               ks * NKB_U, R, NKB_U, BU, STAGES)
+                               ks * NKB_U, R, NKB_U, BU, STAGES_UP)
         cols = nt * BU + tl.arange(0, BU)
         pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
         tl.store(pb + cols[None, :], g, mask=rmask[:, None])

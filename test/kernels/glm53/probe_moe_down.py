@@ -5,11 +5,12 @@ The TP8 down projection (w2: [257, 6144, 256] block-FP8) over n used experts (9 
 8 rows of activations. Each call uses another random expert list (4 lists cycled in a CUDA graph, so L2
 holds little). For each loop shape and pipeline depth: µs per call, its byte floor at the read bandwidth
 measured in the same run, and the max rel error against torch. Loop shapes (`mode`):
-  0 the launch's helper (`fp8_gemv_experts`): one task per column slice, one pipelined loop over
-    (expert, k block), the expert id loaded from memory in the loop;
-  1 the same loop with expert u's weights at u (no id load: what the indirection costs; same bytes);
-  2 one task per column slice, a pipelined loop over experts, the k blocks unrolled inside;
-  3 mode 0 with the id list held in registers (picked by a masked sum, no load in the loop);
+  0 the launch's helper (`fp8_gemv_experts`), now mode 2's loop;
+  1 one task per column slice, one pipelined loop over (expert, k block), expert u's weights at u (no
+    id load: what the indirection costs; same bytes);
+  2 one task per column slice, a pipelined loop over experts, the k blocks unrolled inside (the helper
+    was mode 3 without the id list in registers until this probe's first H200 run);
+  3 one loop over (expert, k block) with the id list held in registers (picked by a masked sum);
   4 the former shape: one task per (expert, 256-column tile), its k blocks pipelined, partials summed
     afterwards (by torch here; the launch had a combine stage).
 A benchmark, not a test.
