@@ -28,22 +28,35 @@ def arrive(sync_ptr, counter):
 
 
 @triton.jit
+def _program_time():
+    """The global timer (ns) as one value for the whole program (the latest of its threads' reads).
+    Each thread reads its own timer; a wait that compared per-thread reads could let the threads of one
+    program leave it at different polls (seen on the H200 under compute-sanitizer after a planted
+    missed deadline: the threads then disagreed on every later stage and wrote through garbage)."""
+    return tl.max(tl.zeros((256,), dtype=tl.int64) + tl.extra.cuda.globaltimer(), axis=0)
+
+
+@triton.jit
 def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoch, bound,
                  TIMER: tl.constexpr):
     """Spin until sync[1 + counter] >= target, at most `bound` (ns with TIMER, else polls).
 
-    Returns 1 when satisfied, 0 when the deadline passed or another program already failed.
+    Returns 1 when satisfied, 0 when the deadline passed or another program already failed. Every
+    value the loop decides on is the same in all of the program's threads (atomics return one value a
+    program; the timer is `_program_time`), so its threads leave the wait together.
     """
     seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
     stop = seen * 0
     polls = seen * 0
+    over = seen < 0
     if TIMER:
-        t0 = tl.extra.cuda.globaltimer()
+        t0 = _program_time()
     while (seen < target) & (stop == 0):
         polls += 1
         flag = tl.atomic_add(err_ptr, 0, sem="relaxed")
         if TIMER:
-            over = (tl.extra.cuda.globaltimer() - t0) > bound
+            if polls % 8 == 0:  # the timer's reduction is not free: every 8th poll
+                over = (_program_time() - t0) > bound
         else:
             over = polls > bound
         stop = (over | (flag != 0)).to(tl.int32)
