@@ -140,8 +140,11 @@ class Tiles:
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / programs) rounded up to 8 (one round)
     stages_dn: int = 8  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
     stages_up: int = 4  # MoE up's pipeline depth (its k loop holds gate and up tiles)
-    att_blk: int = 32
-    nsplit: int = 16
+    # attention: H200 traces at TP8 8K (results/trace_h200_tp8_attn.log), attn span at 1 / 8 rows: nsplit 32
+    # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 was 15.1 / 16.4, but under
+    # the interpreter it moves o by 3.5e-4 (rel) at 4 rows with an fp8 cache where 32 is exact: not taken.
+    att_blk: int = 32  # top-k slots an attention block gathers
+    nsplit: int = 0  # attention splits a row; 0: 32 at 1-2 rows, 16 at more (`for_width`)
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
@@ -176,6 +179,10 @@ class Tiles:
         kv = {k.strip(): v.strip() for k, v in (p.split("=") for p in spec.split(",") if p.strip())}
         conv = {k: (bool(int(v)) if isinstance(getattr(self, k), bool) else int(v)) for k, v in kv.items()}
         return dataclasses.replace(self, **conv)
+
+    def for_width(self, width: int) -> "Tiles":
+        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle."""
+        return self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 2 else 16)
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
         """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
@@ -228,7 +235,8 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     maxu = min(width * geo.top_k, geo.n_routed) + 1
     st = program.Stage
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
-    tiles = tiles.for_geometry(geo, tp)
+    tiles = tiles.for_width(width).for_geometry(geo, tp)
+    ng_i = s.moe_inter // 128
     stages = [
         st("norm1", r, ("hidden", "residual"), ("res1", "xq1", "xs1")),
         st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a) * tiles.ks_a, ("xq1", "xs1"), ("qkv_part",)),
@@ -242,8 +250,8 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
         st("route", r * (_pow2(max(16, geo.n_routed)) // _route_chunk(geo, tiles)), ("lg_part",), ("ids", "rw")),
-        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2", "ids"),
-           ("uniq", "up_part", "aq", "as", "weights")),
+        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
+        st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
         st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw), ("aq", "as", "uniq"), ("out",)),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
@@ -264,7 +272,7 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
     r, h, d = width, s.heads, geo.hidden
     maxu = min(width * geo.top_k, geo.n_routed) + 1
     f32, bf16, i32, fp8 = torch.float32, torch.bfloat16, torch.int32, torch.float8_e4m3fn
-    t = tiles.for_geometry(geo, tp)
+    t = tiles.for_width(width).for_geometry(geo, tp)
     hv, i = h * geo.v_head, s.moe_inter
     return {
         "res1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
@@ -295,9 +303,6 @@ class SharedLaunch:
         self.device = torch.device(device)
         self.shard = geo.shard(tp)
         self.interpret = self.device.type == "cpu"
-        if tiles.bu % 128 or self.shard.moe_inter % tiles.bu:
-            raise ValueError(f"shared launch refused: MoE up tile bu {tiles.bu} is not a multiple of 128 dividing "
-                             f"moe_inter/tp {self.shard.moe_inter} (its last part quantizes 128-groups)")
         if tiles.progs_per_sm not in (1, 2):
             raise ValueError(f"progs_per_sm {tiles.progs_per_sm} is not 1 or 2")
         self.num_warps = tiles.num_warps
@@ -327,11 +332,8 @@ class SharedLaunch:
             "out": mk((r, d), torch.bfloat16), "residual": mk((r, d), torch.bfloat16), "o": mk((r, d), torch.bfloat16),
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
-        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128) |
-        #        MoE up's arrival count a (used expert, column tile)]
-        maxu = min(width * geo.top_k, geo.n_routed) + 1
-        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128)
-                        + maxu * (self.shard.moe_inter // tiles.bu),), torch.int32)
+        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128)]
+        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128),), torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -436,6 +438,7 @@ def build_shared(geo: Glm53Geometry, attn_w: AttentionWeights, moe_w: MoeWeights
     bad = _refusals(geo, tp, width, kv_dtype, attn_w, moe_w)
     if bad:
         raise ValueError("shared launch refused: " + "; ".join(bad))
+    tiles = tiles.for_width(width)
     if geo.index_topk % tiles.nsplit or (geo.index_topk // tiles.nsplit) % tiles.att_blk:
         tiles = dataclasses.replace(tiles, nsplit=max(1, geo.index_topk // 128))
     if tiles.nsplit & (tiles.nsplit - 1):
