@@ -24,7 +24,7 @@ timeout 150 python3 test/kernels/glm53/check_layer.py --tp 8 --widths 1 8 --cont
 el "check_layer tp8 rc=$?"
 timeout 100 python3 test/kernels/glm53/check_layer.py --tp 8 --widths 2 4 --contexts 8192 --kv bf16 fp8 --controls none \
   > "$OUT/4_check_layer_tp8_w2w4.log" 2>&1
-el "check_layer tp8 rc=$?"
+el "check_layer tp8 w2w4 rc=$?"
 timeout 100 python3 test/kernels/glm53/check_layer.py --tp 1 --widths 1 --contexts 8192 --kv bf16 --controls none \
   > "$OUT/5_check_layer_tp1.log" 2>&1
 el "check_layer tp1 rc=$?"
