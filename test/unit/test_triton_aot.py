@@ -43,3 +43,18 @@ def test_gfx950_tiles_do_not_spill():
     assert r["num_warps"] == 4 and r["vgprs"] > 0
     assert 0 <= r["vgpr_spill"] <= GFX950_VGPR_SPILL_MAX, r
     assert r["resident"] >= r["grid"], r  # the whole grid fits the CUs (VGPRs and LDS)
+
+
+H200_SHARED_BYTES = 232448  # the opt-in shared memory a block may use on sm_90 (Triton's check at load)
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_sm90_shared_memory_fits(tp):
+    """GLM-5.3's real build keys at TP1 and TP8 fit sm_90's shared memory (else the launch fails to load,
+    as TP1 did on the H200 when MoE down unrolled all 16 k blocks of an expert: 506892 bytes)."""
+    import torch
+
+    r = survey.compile_one("sm_90", geo=li.glm53_geometry(), tp=tp, width=1, kv_dtype=torch.bfloat16,
+                           n_programs=132)
+    print(r)
+    assert 0 < r["shared"] <= H200_SHARED_BYTES, r

@@ -92,23 +92,28 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
                      K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr):
     """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
     * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
-    (clamped to [0, E]). One pipelined loop over the experts with their K/128 k blocks unrolled inside,
-    so the next experts' weights stream while this one's multiply. Columns past BN or N are 0.
+    (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
+    iteration an expert when K is 256, as at the TP8 shard), so the next experts' weights stream while
+    this one's multiply. Columns past BN or N are 0.
     (H200, 48 experts of the TP8 down, `probe_moe_down.py`: 34.7 us; one loop over (expert, k block)
     47.7 us, or 40.7 us without the expert-id load; one task per (expert, column tile) 34.9 us plus a
-    combine of the partials.)
+    combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
 
     xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
     """
     NKB: tl.constexpr = K // 128
+    KU: tl.constexpr = 2 if NKB % 2 == 0 else 1  # k blocks an iteration
+    NKC: tl.constexpr = NKB // KU
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
     acc = tl.zeros((16, BP), dtype=tl.float32)
-    for u in tl.range(0, n_exp, num_stages=STAGES):
+    for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
+        u = i // NKC
         e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
-        for kb in tl.static_range(NKB):
+        for j in tl.static_range(KU):
+            kb = (i % NKC) * KU + j
             offs_k = kb * 128 + tl.arange(0, 128)
             w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
             ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
