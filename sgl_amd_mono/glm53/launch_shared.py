@@ -144,7 +144,8 @@ class Tiles:
     # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 was 15.1 / 16.4, but under
     # the interpreter it moves o by 3.5e-4 (rel) at 4 rows with an fp8 cache where 32 is exact: not taken.
     att_blk: int = 32  # top-k slots an attention block gathers
-    nsplit: int = 0  # attention splits a row; 0: 32 at 1-2 rows, 16 at more (`for_width`)
+    # time_layers at 2 / 4 rows (results/time_layers_h200_nsplit_w2w4.txt): nsplit 32 118.0 / 145.8 us, 16 121.2 / 147.1
+    nsplit: int = 0  # attention splits a row; 0: 32 at 1-4 rows, 16 at more (`for_width`)
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
@@ -182,7 +183,7 @@ class Tiles:
 
     def for_width(self, width: int) -> "Tiles":
         """nsplit 0 resolved for a width: more splits when few rows leave most programs idle."""
-        return self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 2 else 16)
+        return self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
         """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
