@@ -5,11 +5,11 @@ The TP8 down projection (w2: [257, 6144, 256] block-FP8) over n used experts (9 
 8 rows of activations. Each call uses another random expert list (4 lists cycled in a CUDA graph, so L2
 holds little). For each loop shape and pipeline depth: µs per call, its byte floor at the read bandwidth
 measured in the same run, and the max rel error against torch. Loop shapes (`mode`):
-  0 the launch's helper (`fp8_gemv_experts`), now mode 2's loop;
+  0 the launch's helper (`fp8_gemv_experts`): one task per column slice, a pipelined loop over experts
+    with the k blocks unrolled inside (it was this probe's mode 2, since removed as the same loop;
+    results/probe_moe_down_h200.log has the run where mode 0 was still the (expert, k block) loop);
   1 one task per column slice, one pipelined loop over (expert, k block), expert u's weights at u (no
     id load: what the indirection costs; same bytes);
-  2 one task per column slice, a pipelined loop over experts, the k blocks unrolled inside (the helper
-    was mode 3 without the id list in registers until this probe's first H200 run);
   3 one loop over (expert, k block) with the id list held in registers (picked by a masked sum);
   4 the former shape: one task per (expert, 256-column tile), its k blocks pipelined, partials summed
     afterwards (by torch here; the launch had a combine stage).
@@ -39,39 +39,28 @@ N_LISTS = 4
 def _experts_loop(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
                   K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
                   MODE: tl.constexpr, MAXU_P: tl.constexpr):
+    """Modes 1 and 3: one pipelined loop over (expert, k block)."""
     NKB: tl.constexpr = K // 128
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
     acc = tl.zeros((16, BP), dtype=tl.float32)
-    if MODE == 2:
-        for u in tl.range(0, n_exp, num_stages=STAGES):
-            e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
-            for kb in tl.static_range(NKB):
-                offs_k = kb * 128 + tl.arange(0, 128)
-                w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
-                ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
-                xq = tl.load(xq_ptr + (u * R + rows[:, None]) * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                             cache_modifier=".cg")
-                xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-                acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
-    else:
-        ids = tl.load(experts_ptr + tl.arange(0, MAXU_P), mask=tl.arange(0, MAXU_P) < n_exp, other=0)
-        for i in tl.range(0, n_exp * NKB, num_stages=STAGES):
-            u = i // NKB
-            kb = i % NKB
-            if MODE == 1:
-                e = u.to(tl.int64)
-            else:
-                e = tl.sum(tl.where(tl.arange(0, MAXU_P) == u, ids, 0), axis=0).to(tl.int64)
-            offs_k = kb * 128 + tl.arange(0, 128)
-            w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
-            ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
-            xq = tl.load(xq_ptr + (u * R + rows[:, None]) * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                         cache_modifier=".cg")
-            xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-            acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+    ids = tl.load(experts_ptr + tl.arange(0, MAXU_P), mask=tl.arange(0, MAXU_P) < n_exp, other=0)
+    for i in tl.range(0, n_exp * NKB, num_stages=STAGES):
+        u = i // NKB
+        kb = i % NKB
+        if MODE == 1:
+            e = u.to(tl.int64)
+        else:
+            e = tl.sum(tl.where(tl.arange(0, MAXU_P) == u, ids, 0), axis=0).to(tl.int64)
+        offs_k = kb * 128 + tl.arange(0, 128)
+        w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
+        ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
+        xq = tl.load(xq_ptr + (u * R + rows[:, None]) * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+        acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
     return acc
 
 
@@ -134,7 +123,7 @@ def main():
         floor = n * D * I / bw * 1e6
         out = torch.empty(R, D, device="cuda")
         part = torch.empty(n, 16, D, device="cuda")
-        runs = [(m, st) for m in (0, 1, 2, 3) for st in (4, 8, 12)] + [(4, 3), (4, 4)]
+        runs = [(m, st) for m in (0, 1, 3) for st in (4, 8, 12)] + [(4, 3), (4, 4)]
         for mode, st in runs:
             try:
                 if mode == 4:
