@@ -150,6 +150,7 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
+    preload: bool = False  # each dense GEMV stage's first weight block loaded before the wait for its inputs
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
     # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
@@ -395,7 +396,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

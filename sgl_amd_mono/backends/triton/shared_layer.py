@@ -31,8 +31,9 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2, norm_quant_row,
-                                                 quant_group, quant_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2,
+                                                 fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
+                                                 to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down")
@@ -49,17 +50,49 @@ def _to_cache(x_bf16, kv_ptr):
 
 
 @triton.jit
-def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, R: tl.constexpr, K: tl.constexpr,
-                KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr):
+def _gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr):
+    """The first weight block of this program's first task (task pid) of a split-K GEMV stage, and its
+    block scales: loaded before the wait for the stage's inputs (PRELOAD builds; weights never depend
+    on the stage before). Columns past N (or a program with no task) read nothing."""
+    NKB: tl.constexpr = (K // 128) // KS
+    offs_n = (pid // KS) * BN + tl.arange(0, BN)
+    nmask = offs_n < N
+    offs_k = (pid % KS) * NKB * 128 + tl.arange(0, 128)
+    w0 = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
+    ws0 = tl.load(ws_ptr + (offs_n // 128) * (K // 128) + (pid % KS) * NKB, mask=nmask, other=0.0)
+    return w0, ws0
+
+
+@triton.jit
+def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, R: tl.constexpr,
+                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
+                PRELOAD: tl.constexpr):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
+    PRELOAD: the first task starts from w0 / ws0 (`_gemv_first_block`, loaded before the wait); the
+    sum is the same: its first block's product, then the rest in order.
     (A flat pipelined loop over (task, k block) was timed on the H200 too: no faster here, and slower
     for the MoE stages, whose expert id feeds the weight address.)"""
     rows = tl.arange(0, 16)
     rmask = rows < R
     NKB: tl.constexpr = (K // 128) // KS
-    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+    start = pid
+    if PRELOAD:
+        if pid < n_tasks:
+            nt = pid // KS
+            kb0 = (pid % KS) * NKB
+            offs_k = kb0 * 128 + tl.arange(0, 128)
+            xq0 = tl.load(xq_ptr + rows[:, None] * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                          cache_modifier=".cg")
+            xs0 = tl.load(xs_ptr + rows * (K // 128) + kb0, mask=rmask, other=0.0, cache_modifier=".cg")
+            acc = fp8_gemv_part_from(tl.dot(xq0, w0) * xs0[:, None] * ws0[None, :], xq_ptr, xs_ptr, K, K // 128,
+                                     w_ptr, K, ws_ptr, K // 128, nt * BN, N, kb0 + 1, R, NKB - 1, BN, STAGES)
+            offs_n = nt * BN + tl.arange(0, BN)
+            tl.store(part_ptr + ((pid % KS) * R + rows[:, None]) * N + offs_n[None, :], acc,
+                     mask=rmask[:, None] & (offs_n[None, :] < N))
+        start = pid + NPROG
+    for t in tl.range(start, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         nt = t // KS
         ks = t % KS
         acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
@@ -174,7 +207,7 @@ def shared_layer_kernel(
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
-    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr,
+    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, PRELOAD: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
 ):
@@ -208,12 +241,16 @@ def shared_layer_kernel(
         x = h_in.to(tl.float32) + r_in.to(tl.float32)
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
         norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
+    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
+        w0, ws0 = _gemv_first_block(qkv_a_ptr, qkv_a_s_ptr, pid, QKV_N, D, KS_A, BN_A)
+    else:
+        w0, ws0 = 0.0, 0.0
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
     _gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
-                tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N,
-                R, D, KS_A, BN_A, STAGES, NPROG)
+                tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N, w0, ws0,
+                R, D, KS_A, BN_A, STAGES, NPROG, PRELOAD)
     ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
@@ -244,12 +281,16 @@ def shared_layer_kernel(
             e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
             tl.store(row_ptr + KVL + 2 * i, _to_cache(to_bf16(e), kv_ptr))
             tl.store(row_ptr + KVL + 2 * i + 1, _to_cache(to_bf16(o), kv_ptr))
+    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
+        w0, ws0 = _gemv_first_block(q_b_ptr, q_b_s_ptr, pid, H * QK, QL, KS_B, BN_B)
+    else:
+        w0, ws0 = 0.0, 0.0
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 3 q_b: split-K parts ----
     _gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
-                tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK,
-                R, QL, KS_B, BN_B, STAGES, NPROG)
+                tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK, w0, ws0,
+                R, QL, KS_B, BN_B, STAGES, NPROG, PRELOAD)
     ok = _barrier(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
@@ -358,12 +399,16 @@ def shared_layer_kernel(
             vq, vs = quant_group(v)
             tl.store(vq_ptr + offs, vq, mask=rmask[:, None])
             tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
+    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
+        w0, ws0 = _gemv_first_block(o_proj_ptr, o_proj_s_ptr, pid, D, HV, KS_O, BN_O)
+    else:
+        w0, ws0 = 0.0, 0.0
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 7 o_proj: split-K parts ----
     _gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
-                tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D,
-                R, HV, KS_O, BN_O, STAGES, NPROG)
+                tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D, w0, ws0,
+                R, HV, KS_O, BN_O, STAGES, NPROG, PRELOAD)
     ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----

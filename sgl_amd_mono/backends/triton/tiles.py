@@ -71,11 +71,18 @@ def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
     w: [N, K] fp8 at stride_wn ; ws: [ceil(N/128), K/128] f32 at stride_wsn. The k loop is software
     pipelined (STAGES buffers in flight).
     """
+    return fp8_gemv_part_from(tl.zeros((16, BN), dtype=tl.float32), xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr,
+                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES)
+
+
+@triton.jit
+def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
+                       R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
+    """fp8_gemv_part's k loop added onto acc [16, BN] (a first block the caller multiplied itself)."""
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BN)
     nmask = offs_n < N
-    acc = tl.zeros((16, BN), dtype=tl.float32)
     for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
         offs_k = kb * 128 + tl.arange(0, 128)
         w = tl.load(w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None], mask=nmask[None, :], other=0.0)
