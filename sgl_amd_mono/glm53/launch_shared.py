@@ -150,7 +150,10 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
-    preload: bool = False  # each dense GEMV stage's first weight block loaded before the wait for its inputs
+    # preload: each dense GEMV stage's first weight block loaded before the wait for its inputs. H200, TP8 8K
+    # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
+    # / 181.9 at 1 / 2 / 4 / 8 rows (255 registers; the stages before the waits slowed); checks pass with it.
+    preload: bool = False
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
     # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
