@@ -50,17 +50,22 @@ def _to_cache(x_bf16, kv_ptr):
 
 
 @triton.jit
-def _gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr):
-    """The first weight block of this program's first task (task pid) of a split-K GEMV stage, and its
-    block scales: loaded before the wait for the stage's inputs (PRELOAD builds; weights never depend
-    on the stage before). Columns past N (or a program with no task) read nothing."""
-    NKB: tl.constexpr = (K // 128) // KS
-    offs_n = (pid // KS) * BN + tl.arange(0, BN)
-    nmask = offs_n < N
-    offs_k = (pid % KS) * NKB * 128 + tl.arange(0, 128)
-    w0 = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
-    ws0 = tl.load(ws_ptr + (offs_n // 128) * (K // 128) + (pid % KS) * NKB, mask=nmask, other=0.0)
-    return w0, ws0
+def _gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr,
+                      PRELOAD: tl.constexpr):
+    """PRELOAD builds: the first weight block of this program's first task (task pid) of a split-K GEMV
+    stage, and its block scales, loaded before the wait for the stage's inputs (weights never depend on
+    the stage before); columns past N (or a program with no task) read nothing. Other builds: (0, 0),
+    unused."""
+    if PRELOAD:
+        NKB: tl.constexpr = (K // 128) // KS
+        offs_n = (pid // KS) * BN + tl.arange(0, BN)
+        nmask = offs_n < N
+        offs_k = (pid % KS) * NKB * 128 + tl.arange(0, 128)
+        w0 = tl.load(w_ptr + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
+        ws0 = tl.load(ws_ptr + (offs_n // 128) * (K // 128) + (pid % KS) * NKB, mask=nmask, other=0.0)
+        return w0, ws0
+    else:
+        return 0.0, 0.0
 
 
 @triton.jit
@@ -241,10 +246,7 @@ def shared_layer_kernel(
         x = h_in.to(tl.float32) + r_in.to(tl.float32)
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
         norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
-    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
-        w0, ws0 = _gemv_first_block(qkv_a_ptr, qkv_a_s_ptr, pid, QKV_N, D, KS_A, BN_A)
-    else:
-        w0, ws0 = 0.0, 0.0
+    w0, ws0 = _gemv_first_block(qkv_a_ptr, qkv_a_s_ptr, pid, QKV_N, D, KS_A, BN_A, PRELOAD)  # before this wait
     ok = _barrier(sync_ptr, err_ptr, 0, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 1 qkv_a: split-K parts ----
@@ -281,10 +283,7 @@ def shared_layer_kernel(
             e, o = _rope_vals(x1, x2, cos_sin_ptr + r * ROPE, ROPE)
             tl.store(row_ptr + KVL + 2 * i, _to_cache(to_bf16(e), kv_ptr))
             tl.store(row_ptr + KVL + 2 * i + 1, _to_cache(to_bf16(o), kv_ptr))
-    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
-        w0, ws0 = _gemv_first_block(q_b_ptr, q_b_s_ptr, pid, H * QK, QL, KS_B, BN_B)
-    else:
-        w0, ws0 = 0.0, 0.0
+    w0, ws0 = _gemv_first_block(q_b_ptr, q_b_s_ptr, pid, H * QK, QL, KS_B, BN_B, PRELOAD)  # before this wait
     ok = _barrier(sync_ptr, err_ptr, 2, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 3 q_b: split-K parts ----
@@ -399,10 +398,7 @@ def shared_layer_kernel(
             vq, vs = quant_group(v)
             tl.store(vq_ptr + offs, vq, mask=rmask[:, None])
             tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
-    if PRELOAD:  # the next GEMV stage's first weight block, loaded before this wait
-        w0, ws0 = _gemv_first_block(o_proj_ptr, o_proj_s_ptr, pid, D, HV, KS_O, BN_O)
-    else:
-        w0, ws0 = 0.0, 0.0
+    w0, ws0 = _gemv_first_block(o_proj_ptr, o_proj_s_ptr, pid, D, HV, KS_O, BN_O, PRELOAD)  # before this wait
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 7 o_proj: split-K parts ----
