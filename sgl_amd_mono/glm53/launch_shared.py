@@ -255,7 +255,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
         st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
-        st("route", r * (_pow2(max(16, geo.n_routed)) // _route_chunk(geo, tiles)), ("lg_part",), ("ids", "rw")),
+        st("route", r * (_pow2(max(16, geo.n_routed)) // _router_task_experts(geo, tiles)), ("lg_part",), ("ids", "rw")),
         st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
         st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
         st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw), ("aq", "as", "uniq"), ("out",)),
@@ -268,7 +268,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     )
 
 
-def _route_chunk(geo: Glm53Geometry, tiles: Tiles) -> int:
+def _router_task_experts(geo: Glm53Geometry, tiles: Tiles) -> int:
     """Experts one router task ranks (the kernel's RC)."""
     return min(tiles.route_rc, _pow2(max(16, geo.n_routed)))
 
