@@ -211,7 +211,7 @@ def shared_layer_kernel(
     # columns a task, DCW_P its power-of-two tile; STAGES_DN / STAGES_UP: MoE down's / up's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, ATT_STAGES: tl.constexpr, ATT_HOIST: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, PRELOAD: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -335,9 +335,15 @@ def shared_layer_kernel(
         m = tl.full((16,), NEG, tl.float32)
         l = tl.zeros((16,), dtype=tl.float32)
         acc = tl.zeros((16, KVL), dtype=tl.float32)
-        for b in range(SPLIT // ATT_BLK):
-            j = sp * SPLIT + b * ATT_BLK + tl.arange(0, ATT_BLK)
-            slot = tl.load(topk_ptr + r * KTOP + j)
+        NB: tl.constexpr = SPLIT // ATT_BLK
+        if ATT_HOIST:  # the split's slots loaded once: each block's gather address is then no in-loop load
+            slots = tl.reshape(tl.load(topk_ptr + r * KTOP + sp * SPLIT + tl.arange(0, SPLIT)), (NB, ATT_BLK))
+        for b in tl.range(0, NB, num_stages=ATT_STAGES):  # ATT_STAGES None: the default
+            if ATT_HOIST:
+                slot = tl.sum(tl.where(tl.arange(0, NB)[:, None] == b, slots, 0), axis=0)  # exact: one term
+            else:
+                j = sp * SPLIT + b * ATT_BLK + tl.arange(0, ATT_BLK)
+                slot = tl.load(topk_ptr + r * KTOP + j)
             valid = slot >= 0
             kb = kv_ptr + tl.maximum(slot, 0).to(tl.int64)[:, None] * stride_kv
             k_n = tl.load(kb + dl[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg").to(tl.bfloat16)

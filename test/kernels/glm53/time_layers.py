@@ -173,9 +173,10 @@ class PerOp:
         return c3.float().sum(1).to(torch.bfloat16), res2, o
 
 
-def trace_tables(geo, layers, tiles, tp, widths, replays=15):
+def trace_tables(geo, layers, tiles, tp, widths, replays=15, skip_mask=0):
     """Per-stage start/work/sync/span (median over replays of the last layer's stamps), and the launch's
-    µs with and without the stamps (the trace's own cost)."""
+    µs with and without the stamps (the trace's own cost). skip_mask: stages emptied (timing only: the
+    stages after read stale inputs), to see what a stage's time depends on."""
     from sgl_amd_mono.common import trace
 
     for w in widths:
@@ -184,7 +185,8 @@ def trace_tables(geo, layers, tiles, tp, widths, replays=15):
         us = {}
         for on in (False, True):
             Ls = [ls.build_shared(geo, aw, mw, tp=tp, width=w, kv_dtype=torch.bfloat16, device="cuda",
-                                  options=ls.LaunchOptions(trace=on), tiles=tiles) for aw, mw in layers]
+                                  options=ls.LaunchOptions(trace=on, skip_mask=skip_mask), tiles=tiles)
+                  for aw, mw in layers]
             run = lambda: [L(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots) for L in Ls]  # noqa: E731
             us[on] = graph_time_us(run) / N_LAYERS
         tabs = []
@@ -194,7 +196,8 @@ def trace_tables(geo, layers, tiles, tp, widths, replays=15):
             tabs.append(Ls[-1].trace_table())
         med = [{k: (sorted(t[i][k] for t in tabs)[len(tabs) // 2] if k != "stage" else tabs[0][i][k])
                 for k in tabs[0][i]} for i in range(len(tabs[0]))]
-        print(f"\ntrace rows {w} ctx 8192: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
+        skipped = f", stages {skip_mask:#x} emptied" if skip_mask else ""
+        print(f"\ntrace rows {w} ctx 8192{skipped}: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
               f"median of {replays} eager steps of the last of {N_LAYERS} layers", flush=True)
         print(trace.format_table(med), flush=True)
 
@@ -209,6 +212,8 @@ def main():
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
     p.add_argument("--trace", type=int, nargs="*", default=None,
                    help="only the per-stage table of a trace build (global-timer stamps) at these rows (default 1 8), ctx 8K")
+    p.add_argument("--skip", nargs="*", default=[],
+                   help="with --trace: stages (names) to empty in the traced build (timing only, results invalid)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: ls.Tiles())")
     p.add_argument("--sweep", nargs="*", default=None,
                    help="only time these tile overrides (one spec each; '' = the defaults) at rows 1 and 8, ctx 8K")
@@ -218,6 +223,11 @@ def main():
     p.add_argument("--pick", default=None,
                    help="with --variants: write the fastest variant's tile spec here (least summed us at the first context)")
     args = p.parse_args()
+    from sgl_amd_mono.backends.triton.shared_layer import STAGES
+
+    bad = [n for n in args.skip if n not in STAGES]
+    if bad:
+        raise SystemExit(f"--skip {bad}: not stages of the launch ({', '.join(STAGES)})")
     tiles = ls.Tiles().with_spec(args.tiles)
     print("tiles:", tiles, flush=True)
     variants = [(v, tiles.variant(v)) for v in args.variants] if args.variants else [("tiles", tiles)]
@@ -240,11 +250,10 @@ def main():
                 print(f"sweep rows {w} ctx 8192 tiles '{spec}': {us:.1f} us  regs={Ls[0].resources}", flush=True)
         return
     if args.trace is not None:
-        trace_tables(geo, layers, tiles, args.tp, args.trace or [1, 8])
+        trace_tables(geo, layers, tiles, args.tp, args.trace or [1, 8],
+                     skip_mask=sum(1 << STAGES.index(n) for n in args.skip))
         return
     if args.stages_only:
-        from sgl_amd_mono.backends.triton.shared_layer import STAGES
-
         st = li.random_step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
         base = None
         for i, name in [(-1, "full")] + list(enumerate(STAGES)):
@@ -329,8 +338,6 @@ def main():
             del launches, kvs, steps
             torch.cuda.empty_cache()
     # where the time goes: the same launch with stage groups running no tasks (barriers kept)
-    from sgl_amd_mono.backends.triton.shared_layer import STAGES
-
     n = len(STAGES)
     groups = {"no attention stages (1-7)": sum(1 << i for i in range(1, 8)),
               f"no MoE stages (9-{n - 1})": sum(1 << i for i in range(9, n)),
