@@ -147,6 +147,8 @@ class Tiles:
     att_blk: int = 32  # top-k slots an attention block gathers
     att_stages: int = 0  # the attention loop's pipeline depth over its blocks; 0: the compiler's default
     att_hoist: bool = False  # a split's top-k slots loaded once before its block loop (gathers then pipeline)
+    up_flat: bool = False  # MoE up: one pipelined loop over a program's (task, k block)s, ids loaded once
+    dn_ids: bool = False  # MoE down: the used experts' ids loaded once before its loop
     # time_layers at 2 / 4 rows (results/time_layers_h200_nsplit_w2w4.txt): nsplit 32 118.0 / 145.8 us, 16 121.2 / 147.1
     nsplit: int = 0  # attention splits a row; 0: 32 at 1-4 rows, 16 at more (`for_width`)
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
@@ -396,12 +398,13 @@ class SharedLaunch:
                               "rw", "uniq", "up_part", "aq", "as")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
+        maxu = min(self.width * g.top_k, g.n_routed) + 1  # used experts at most: every routed pick + shared
         meta = dict(
             R=self.width, D=g.hidden, QL=g.q_lora, KVL=g.kv_lora, ROPE=g.qk_rope, NOPE=g.qk_nope, VH=g.v_head,
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
-            I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=min(self.width * g.top_k, g.n_routed) + 1,
+            I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, ATT_STAGES=t.att_stages or None, ATT_HOIST=t.att_hoist, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, ATT_STAGES=t.att_stages or None, ATT_HOIST=t.att_hoist, UP_FLAT=int(t.up_flat), UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), DN_IDS=_pow2(maxu) if t.dn_ids else 0, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2,
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2,
                                                  fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
                                                  to_bf16, to_fp8)
 
@@ -211,7 +211,7 @@ def shared_layer_kernel(
     # columns a task, DCW_P its power-of-two tile; STAGES_DN / STAGES_UP: MoE down's / up's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, ATT_STAGES: tl.constexpr, ATT_HOIST: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, ATT_STAGES: tl.constexpr, ATT_HOIST: tl.constexpr, UP_FLAT: tl.constexpr, UP_MT: tl.constexpr, DN_IDS: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, PRELOAD: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -455,18 +455,23 @@ def shared_layer_kernel(
     n_u = tl.minimum(n_u, MAXU)
     NT_UP: tl.constexpr = I // BU
     NKB_U: tl.constexpr = (D // 128) // KS_U
-    for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        u = t // (NT_UP * KS_U)
-        nt = (t // KS_U) % NT_UP
-        ks = t % KS_U
-        e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
-        g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
-                               w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
-                               ks * NKB_U, R, NKB_U, BU, STAGES_UP)
-        cols = nt * BU + tl.arange(0, BU)
-        pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
-        tl.store(pb + cols[None, :], g, mask=rmask[:, None])
-        tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
+    if UP_FLAT:  # one pipelined loop over this program's (task, k block)s
+        fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
+                               n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG,
+                               UP_MT, STAGES_UP)
+    else:
+        for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+            u = t // (NT_UP * KS_U)
+            nt = (t // KS_U) % NT_UP
+            ks = t % KS_U
+            e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
+            g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
+                                   w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
+                                   ks * NKB_U, R, NKB_U, BU, STAGES_UP)
+            cols = nt * BU + tl.arange(0, BU)
+            pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
+            tl.store(pb + cols[None, :], g, mask=rmask[:, None])
+            tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
@@ -500,7 +505,7 @@ def shared_layer_kernel(
     # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
     for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
-                               STAGES_DN)
+                               STAGES_DN, DN_IDS)
         cols = t * DCW + tl.arange(0, DCW_P)
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])

@@ -96,7 +96,8 @@ def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_w
 
 @triton.jit
 def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
-                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr):
+                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
+                     UP: tl.constexpr = 0):
     """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
     * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
     (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
@@ -107,6 +108,8 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
 
     xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
+    UP > 0 (a power of two >= n_exp): the expert ids are loaded once before the loop and each iteration
+    picks its own from registers, so no weight address waits on a load made in the loop.
     """
     NKB: tl.constexpr = K // 128
     KU: tl.constexpr = 2 if NKB % 2 == 0 else 1  # k blocks an iteration
@@ -116,9 +119,15 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
     acc = tl.zeros((16, BP), dtype=tl.float32)
+    if UP > 0:
+        ids = tl.load(experts_ptr + tl.arange(0, UP), mask=tl.arange(0, UP) < n_exp, other=0)
     for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
         u = i // NKC
-        e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
+        if UP > 0:
+            e = tl.sum(tl.where(tl.arange(0, UP) == u, ids, 0), axis=0)  # exact: one term
+        else:
+            e = tl.load(experts_ptr + u)
+        e = tl.minimum(tl.maximum(e, 0), E).to(tl.int64)
         for j in tl.static_range(KU):
             kb = (i % NKC) * KU + j
             offs_k = kb * 128 + tl.arange(0, 128)
@@ -173,6 +182,55 @@ def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr
         acc_a += tl.dot(xq, wa) * xs[:, None] * sa[None, :]
         acc_b += tl.dot(xq, wb) * xs[:, None] * sb[None, :]
     return acc_a, acc_b
+
+
+@triton.jit
+def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, R: tl.constexpr,
+                           I: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr,
+                           NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr):
+    """This program's tasks t = pid, pid + NPROG, ... < n_tasks of the experts' gate | up GEMV in one
+    pipelined loop over (task, k block), so the next task's weights stream while this one ends. Task t:
+    used expert u = t // (I/BU * KS) (id experts[u], clamped to [0, E]), column tile nt = t // KS % (I/BU),
+    k part ks = t % KS; part[u * KS + ks, r, nt tile] = the gate part, [.., I + nt tile] the up part (f32),
+    each the sum over its k blocks in order, as fp8_gemv_part2 sums it. The ids of this program's tasks
+    are loaded once (MT: a power of two >= its task count), so no weight address waits on a load made
+    in the loop.
+
+    xq: [R, K] fp8, xs: [R, K/128] f32; w: [E + 1, 2I, K] fp8, ws: [E + 1, 2I/128, K/128] f32;
+    part: [n_used * KS, R, 2I] f32."""
+    NT: tl.constexpr = I // BU
+    NKB: tl.constexpr = (K // 128) // KS
+    rows = tl.arange(0, 16)
+    rmask = rows < R
+    n_my = tl.cdiv(tl.maximum(n_tasks - pid, 0), NPROG)
+    jj = tl.arange(0, MT)
+    tj = pid + jj * NPROG
+    ids = tl.load(experts_ptr + tj // (NT * KS), mask=tj < n_tasks, other=0)
+    acc_a = tl.zeros((16, BU), dtype=tl.float32)
+    acc_b = tl.zeros((16, BU), dtype=tl.float32)
+    for i in tl.range(0, n_my * NKB, num_stages=STAGES):
+        j = i // NKB
+        kk = i % NKB
+        t = pid + j * NPROG
+        nt = (t // KS) % NT
+        ks = t % KS
+        e = tl.minimum(tl.maximum(tl.sum(tl.where(jj == j, ids, 0), axis=0), 0), E).to(tl.int64)  # exact
+        kb = ks * NKB + kk
+        offs_k = kb * 128 + tl.arange(0, 128)
+        offs_a = nt * BU + tl.arange(0, BU)
+        wa = tl.load(w_ptr + e * (2 * I * K) + offs_a[None, :] * K + offs_k[:, None])
+        wb = tl.load(w_ptr + e * (2 * I * K) + (I + offs_a)[None, :] * K + offs_k[:, None])
+        sa = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + (offs_a // 128) * (K // 128) + kb)
+        sb = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + ((I + offs_a) // 128) * (K // 128) + kb)
+        xq = tl.load(xq_ptr + rows[:, None] * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
+                     cache_modifier=".cg")
+        xs = tl.load(xs_ptr + rows * (K // 128) + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+        acc_a = tl.where(kk == 0, 0.0, acc_a) + tl.dot(xq, wa) * xs[:, None] * sa[None, :]
+        acc_b = tl.where(kk == 0, 0.0, acc_b) + tl.dot(xq, wb) * xs[:, None] * sb[None, :]
+        if kk == NKB - 1:
+            pb = part_ptr + (((t // (NT * KS)) * KS + ks) * R + rows[:, None]) * (2 * I)
+            tl.store(pb + offs_a[None, :], acc_a, mask=rmask[:, None])
+            tl.store(pb + I + offs_a[None, :], acc_b, mask=rmask[:, None])
 
 
 @triton.jit
