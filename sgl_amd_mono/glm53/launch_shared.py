@@ -141,20 +141,19 @@ class Tiles:
     stages_dn: int = 8  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
     stages_up: int = 4  # MoE up's pipeline depth (its k loop holds gate and up tiles)
     # attention: H200 traces at TP8 8K (results/trace_h200_tp8_attn.log), attn span at 1 / 8 rows: nsplit 32
-    # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 was 15.1 / 16.4; not taken:
-    # its online-softmax order differs (l by 2e-6, acc by 2e-5 under the interpreter at 4 rows, fp8 cache), which
-    # flips one bf16 rounding of o against the oracle, past the interpreter test's exactness bound (1e-6).
-    att_blk: int = 32  # top-k slots an attention block gathers
-    att_stages: int = 0  # the attention loop's pipeline depth over its blocks; 0: the compiler's default
-    att_hoist: bool = False  # a split's top-k slots loaded once before its block loop (gathers then pipeline)
-    up_flat: bool = False  # MoE up: one pipelined loop over a program's (task, k block)s, ids loaded once
-    dn_ids: bool = False  # MoE down: the used experts' ids loaded once before its loop
+    # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 against 32
+    # (results/trace_h200_moe_flat.log, with the flat MoE up and o_proj's last arrivers): attn work 6.9 / 6.9 /
+    # 13.1 us vs 9.5 / 9.7 / 16.1 at 1 / 4 / 8 rows, launch 107.1 / 139.5 / 170.6 vs 110.2 / 141.5 / 174.2.
+    # Loading a split's slots once before its block loop, or a deeper pipeline over the blocks, gained nothing
+    # (results/trace_h200_attn_hoist.log): the blocks wait on their dot chains, not on their gathers.
+    att_blk: int = 64  # top-k slots an attention block gathers
     # time_layers at 2 / 4 rows (results/time_layers_h200_nsplit_w2w4.txt): nsplit 32 118.0 / 145.8 us, 16 121.2 / 147.1
     nsplit: int = 0  # attention splits a row; 0: 32 at 1-4 rows, 16 at more (`for_width`)
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
-    # preload: each dense GEMV stage's first weight block loaded before the wait for its inputs. H200, TP8 8K
+    # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
+    # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
     # / 181.9 at 1 / 2 / 4 / 8 rows (255 registers; the stages before the waits slowed); checks pass with it.
     preload: bool = False
@@ -222,7 +221,8 @@ class Tiles:
 # The router's [E, 32] comparison chunks spill 62 VGPRs there; chunks of 8: 8 (AOT, TP8 w1 bf16), and
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8}}
+# Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32}}
 
 
 def target_of(device) -> str:
@@ -256,8 +256,8 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("absorb", h * (geo.kv_lora // 128), ("qb_part", "cos_sin"), ("qcat",)),
         st("attn", r * hg * tiles.nsplit, ("qcat", "kv_cache", "topk"), ("pm", "pl", "pacc")),
         st("w_uv", h * (geo.v_head // 128) * (geo.kv_lora // 128), ("pm", "pl", "pacc"), ("vpart", "vq", "vs")),
-        st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs"), ("o_part",)),
-        st("norm2", r, ("o_part", "res1"), ("o", "res_out", "xn2", "xq2", "xs2")),
+        st("o_proj", cdiv(d, tiles.bn_o) * tiles.ks_o, ("vq", "vs", "res1"), ("o_part", "o", "res_out")),
+        st("norm2", r, ("o", "res1"), ("xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
         st("route", r * (_pow2(max(16, geo.n_routed)) // _router_task_experts(geo, tiles)), ("lg_part",), ("ids", "rw")),
         st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
@@ -342,8 +342,10 @@ class SharedLaunch:
             "out": mk((r, d), torch.bfloat16), "residual": mk((r, d), torch.bfloat16), "o": mk((r, d), torch.bfloat16),
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
-        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128)]
-        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128),), torch.int32)
+        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128) |
+        # o_proj's arrival count a column tile (hidden / bn_o)]
+        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o),),
+                       torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -404,7 +406,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, ATT_STAGES=t.att_stages or None, ATT_HOIST=t.att_hoist, UP_FLAT=int(t.up_flat), UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), DN_IDS=_pow2(maxu) if t.dn_ids else 0, NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

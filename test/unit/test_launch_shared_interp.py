@@ -9,9 +9,12 @@ import sys
 import pytest
 
 HERE = os.path.dirname(__file__)
-# Bounds for the interpreter: it computes the same bits as the oracle (RNE conversions by hand,
-# f32 dots of bf16 values); 1e-6 leaves room for a summation-order change, far under the control.
-BOUNDS = {"shared.o.rel": 1e-6, "shared.residual.rel": 1e-6, "shared.out.rel": 1e-6,
+# Bounds for the interpreter: RNE conversions by hand and f32 dots of bf16 values, so every value is the
+# oracle's up to summation order. The attention sums its top-k in online-softmax blocks, the oracle in one
+# softmax: with blocks of 64 (the sm_90 build) one bf16 rounding of o flips at 4 rows on the fp8 cache
+# (measured o 3.5e-4, residual 2.7e-5, out 6.4e-4; 0 in the other cases). 2e-3 is about 3x that, far
+# under the planted control (test_planted_error_fails_bound) and the GPU check's bounds (o 1.6e-2).
+BOUNDS = {"shared.o.rel": 2e-3, "shared.residual.rel": 2e-3, "shared.out.rel": 2e-3,
           "shared.ids.max_abs": 0.0, "shared.weights.max_abs": 1e-6}
 
 

@@ -12,13 +12,15 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
   6 w_uv    [H*VH/128*KVL/128]  the partials combined for one latent chunk, @ that chunk of w_vc[h]:
                      f32 parts of v; the last part of a v group to land sums the parts in chunk order
                      and quantizes the group (an epoch-tagged arrival count, no extra barrier)
-  7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v)
-  8 norm2   [R]      o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once
+  7 o_proj  [D/BN*KS] split-K parts of block-FP8 o_proj(v); the last part of a column tile to land (an
+                     epoch-tagged arrival count) sums the tile's parts: o = bf16(sum), res2 = bf16(o + res1)
+  8 norm2   [R]      xn2 = RMSNorm(o + res1), stored bf16 and quantized once
   9 gate    [E/BE*KS] split-K parts of logits = xn2 @ gate^T (f32)
  10 route   [R*E/RC] row r, experts c*RC..: sigmoid + bias rank among the row's scores; rw[e, r] = the
                      picked experts' scores (renormalised by their readers), ids in rank order
  11 up      [U*I/BU*KS] every program first lists the used experts itself (from rw, with each row's
-                     renormalisation), then split-K parts of gate | up (block-FP8 W8A8) per used expert
+                     renormalisation), then split-K parts of gate | up (block-FP8 W8A8) per used expert:
+                     a program's tasks in one pipelined loop over (task, k block)
  12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales x the routing
                      weight w[u, r]); then row r's routing weights (output) on program NPROG-1-r
  13 down    [D/DCW]  out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
@@ -31,7 +33,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part, fp8_gemv_part2,
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part,
                                                  fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
                                                  to_bf16, to_fp8)
 
@@ -211,7 +213,7 @@ def shared_layer_kernel(
     # columns a task, DCW_P its power-of-two tile; STAGES_DN / STAGES_UP: MoE down's / up's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, ATT_STAGES: tl.constexpr, ATT_HOIST: tl.constexpr, UP_FLAT: tl.constexpr, UP_MT: tl.constexpr, DN_IDS: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, PRELOAD: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -335,15 +337,9 @@ def shared_layer_kernel(
         m = tl.full((16,), NEG, tl.float32)
         l = tl.zeros((16,), dtype=tl.float32)
         acc = tl.zeros((16, KVL), dtype=tl.float32)
-        NB: tl.constexpr = SPLIT // ATT_BLK
-        if ATT_HOIST:  # the split's slots loaded once: each block's gather address is then no in-loop load
-            slots = tl.reshape(tl.load(topk_ptr + r * KTOP + sp * SPLIT + tl.arange(0, SPLIT)), (NB, ATT_BLK))
-        for b in tl.range(0, NB, num_stages=ATT_STAGES):  # ATT_STAGES None: the default
-            if ATT_HOIST:
-                slot = tl.sum(tl.where(tl.arange(0, NB)[:, None] == b, slots, 0), axis=0)  # exact: one term
-            else:
-                j = sp * SPLIT + b * ATT_BLK + tl.arange(0, ATT_BLK)
-                slot = tl.load(topk_ptr + r * KTOP + j)
+        for b in range(SPLIT // ATT_BLK):
+            j = sp * SPLIT + b * ATT_BLK + tl.arange(0, ATT_BLK)
+            slot = tl.load(topk_ptr + r * KTOP + j)
             valid = slot >= 0
             kb = kv_ptr + tl.maximum(slot, 0).to(tl.int64)[:, None] * stride_kv
             k_n = tl.load(kb + dl[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg").to(tl.bfloat16)
@@ -404,23 +400,34 @@ def shared_layer_kernel(
             vq, vs = quant_group(v)
             tl.store(vq_ptr + offs, vq, mask=rmask[:, None])
             tl.store(vs_ptr + rows * (HV // 128) + h * NVC + ch, vs, mask=rmask)
-    w0, ws0 = _gemv_first_block(o_proj_ptr, o_proj_s_ptr, pid, D, HV, KS_O, BN_O, PRELOAD)  # before this wait
     ok = _barrier(sync_ptr, err_ptr, 6, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 7 o_proj: split-K parts ----
-    _gemv_stage(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, o_part_ptr,
-                tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), pid, D, w0, ws0,
-                R, HV, KS_O, BN_O, STAGES, NPROG, PRELOAD)
+    # ---- 7 o_proj: split-K parts; the last part of a column tile to land (an epoch-tagged arrival count)
+    # sums the tile's parts in part order: o = bf16(sum) and res_out = bf16(o + res1) for those columns ----
+    NKB_O: tl.constexpr = (HV // 128) // KS_O
+    for t in tl.range(pid, tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        nt = t // KS_O
+        acc = fp8_gemv_part(vq_ptr, vs_ptr, HV, HV // 128, o_proj_ptr, HV, o_proj_s_ptr, HV // 128, nt * BN_O, D,
+                            (t % KS_O) * NKB_O, R, NKB_O, BN_O, STAGES)
+        offs_n = nt * BN_O + tl.arange(0, BN_O)
+        m_o = rmask[:, None] & (offs_n[None, :] < D)
+        tl.store(o_part_ptr + ((t % KS_O) * R + rows[:, None]) * D + offs_n[None, :], acc, mask=m_o)
+        tl.debug_barrier()  # every thread's part stored before the arrival
+        seen = tl.atomic_add(sync_ptr + 1 + N_COUNTERS + H * (VH // 128) + nt, 1, sem="acq_rel")
+        if seen == epoch * KS_O - 1:
+            offs = rows[:, None] * D + offs_n[None, :]
+            o = to_bf16(sum_parts(o_part_ptr, R * D, offs, m_o, KS_O))
+            r1 = tl.load(res1_ptr + offs, mask=m_o, other=0.0, cache_modifier=".cg")
+            tl.store(o_ptr + offs, o, mask=m_o)
+            tl.store(res_out_ptr + offs, to_bf16(o.to(tl.float32) + r1.to(tl.float32)), mask=m_o)
     ok = _barrier(sync_ptr, err_ptr, 7, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 8 norm2: o = bf16(sum of parts); res2, xn2 = RMSNorm(o + res1); xn2 quantized once ----
+    # ---- 8 norm2: xn2 = RMSNorm(o + res1) (o from o_proj's last arrivers), stored bf16 and quantized once ----
     for r in tl.range(pid, R * ok * (1 - ((SKIP_MASK >> 8) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        o = to_bf16(sum_parts(o_part_ptr + r * D, R * D, offs_g, m_g, KS_O))
+        o = tl.load(o_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")  # o_proj's
         r1 = tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
         wn = tl.load(post_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
-        tl.store(o_ptr + r * D + offs_g, o, mask=m_g)
         x = o.to(tl.float32) + r1.to(tl.float32)
-        tl.store(res_out_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
         norm_quant_row(x, wn, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP, True)
     ok = _barrier(sync_ptr, err_ptr, 8, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
@@ -449,29 +456,14 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 11 up: every program lists the used experts itself, then split-K parts of x @ gate^T | x @ up^T
-    # per used expert ----
+    # per used expert, its tasks in one pipelined loop (`fp8_gemv2_expert_tasks`) ----
     my_uniq = uniq_ptr + pid * (MAXU + 1)
     n_u, rscale = _used_experts(rw_ptr, my_uniq, routed_scaling, R, E, E_PAD)
     n_u = tl.minimum(n_u, MAXU)
     NT_UP: tl.constexpr = I // BU
-    NKB_U: tl.constexpr = (D // 128) // KS_U
-    if UP_FLAT:  # one pipelined loop over this program's (task, k block)s
-        fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
-                               n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG,
-                               UP_MT, STAGES_UP)
-    else:
-        for t in tl.range(pid, n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-            u = t // (NT_UP * KS_U)
-            nt = (t // KS_U) % NT_UP
-            ks = t % KS_U
-            e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E).to(tl.int64)
-            g, up = fp8_gemv_part2(xq2_ptr, xs2_ptr, D, D // 128, w13_ptr + e * (2 * I * D), D,
-                                   w13_s_ptr + e * ((2 * I // 128) * (D // 128)), D // 128, nt * BU, I + nt * BU,
-                                   ks * NKB_U, R, NKB_U, BU, STAGES_UP)
-            cols = nt * BU + tl.arange(0, BU)
-            pb = up_part_ptr + ((u * KS_U + ks) * R + rows[:, None]) * (2 * I)
-            tl.store(pb + cols[None, :], g, mask=rmask[:, None])
-            tl.store(pb + I + cols[None, :], up, mask=rmask[:, None])
+    fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
+                           n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG, UP_MT,
+                           STAGES_UP)
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
@@ -505,7 +497,7 @@ def shared_layer_kernel(
     # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
     for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
-                               STAGES_DN, DN_IDS)
+                               STAGES_DN)
         cols = t * DCW + tl.arange(0, DCW_P)
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])

@@ -96,8 +96,7 @@ def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_w
 
 @triton.jit
 def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
-                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
-                     UP: tl.constexpr = 0):
+                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr):
     """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
     * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
     (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
@@ -107,9 +106,10 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     47.7 us, or 40.7 us without the expert-id load; one task per (expert, column tile) 34.9 us plus a
     combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
 
+    (H200, TP8 8K: loading the ids once before the loop and picking each iteration's from registers, as
+    the up stage does, made this stage slower: 50.9 vs 34.8 us at 8 rows; results/trace_h200_moe_flat.log.)
+
     xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
-    UP > 0 (a power of two >= n_exp): the expert ids are loaded once before the loop and each iteration
-    picks its own from registers, so no weight address waits on a load made in the loop.
     """
     NKB: tl.constexpr = K // 128
     KU: tl.constexpr = 2 if NKB % 2 == 0 else 1  # k blocks an iteration
@@ -119,15 +119,9 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
     acc = tl.zeros((16, BP), dtype=tl.float32)
-    if UP > 0:
-        ids = tl.load(experts_ptr + tl.arange(0, UP), mask=tl.arange(0, UP) < n_exp, other=0)
     for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
         u = i // NKC
-        if UP > 0:
-            e = tl.sum(tl.where(tl.arange(0, UP) == u, ids, 0), axis=0)  # exact: one term
-        else:
-            e = tl.load(experts_ptr + u)
-        e = tl.minimum(tl.maximum(e, 0), E).to(tl.int64)
+        e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
         for j in tl.static_range(KU):
             kb = (i % NKC) * KU + j
             offs_k = kb * 128 + tl.arange(0, 128)
@@ -160,31 +154,6 @@ def norm_quant_row(s, w, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.c
 
 
 @triton.jit
-def fp8_gemv_part2(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, na, nb, kb0,
-                   R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
-    """fp8_gemv_part for two column tiles (na.., nb..) of one weight sharing x (expert gate | up):
-    one pipelined k loop, both weight tiles in flight. Returns (acc_a, acc_b)."""
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    offs_a = na + tl.arange(0, BN)
-    offs_b = nb + tl.arange(0, BN)
-    acc_a = tl.zeros((16, BN), dtype=tl.float32)
-    acc_b = tl.zeros((16, BN), dtype=tl.float32)
-    for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
-        offs_k = kb * 128 + tl.arange(0, 128)
-        wa = tl.load(w_ptr + offs_a[None, :] * stride_wn + offs_k[:, None])
-        wb = tl.load(w_ptr + offs_b[None, :] * stride_wn + offs_k[:, None])
-        sa = tl.load(ws_ptr + (offs_a // 128) * stride_wsn + kb)
-        sb = tl.load(ws_ptr + (offs_b // 128) * stride_wsn + kb)
-        xq = tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                     cache_modifier=".cg")
-        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-        acc_a += tl.dot(xq, wa) * xs[:, None] * sa[None, :]
-        acc_b += tl.dot(xq, wb) * xs[:, None] * sb[None, :]
-    return acc_a, acc_b
-
-
-@triton.jit
 def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, R: tl.constexpr,
                            I: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr,
                            NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr):
@@ -192,9 +161,11 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
     pipelined loop over (task, k block), so the next task's weights stream while this one ends. Task t:
     used expert u = t // (I/BU * KS) (id experts[u], clamped to [0, E]), column tile nt = t // KS % (I/BU),
     k part ks = t % KS; part[u * KS + ks, r, nt tile] = the gate part, [.., I + nt tile] the up part (f32),
-    each the sum over its k blocks in order, as fp8_gemv_part2 sums it. The ids of this program's tasks
-    are loaded once (MT: a power of two >= its task count), so no weight address waits on a load made
-    in the loop.
+    each the sum over its k blocks in order. The ids of this program's tasks are loaded once (MT: a power
+    of two >= its task count), so no weight address waits on a load made in the loop.
+    (H200, TP8 8K, results/trace_h200_moe_flat.log: up at 4 / 8 rows 34.0 / 47.9 us against 36.1 / 50.4
+    for one pipelined loop a task, whose pipeline drained between tasks; 5 or 6 stages instead of 4 were
+    no faster.)
 
     xq: [R, K] fp8, xs: [R, K/128] f32; w: [E + 1, 2I, K] fp8, ws: [E + 1, 2I/128, K/128] f32;
     part: [n_used * KS, R, 2I] f32."""
