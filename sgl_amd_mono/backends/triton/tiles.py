@@ -107,7 +107,9 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
 
     (H200, TP8 8K: loading the ids once before the loop and picking each iteration's from registers, as
-    the up stage does, made this stage slower: 50.9 vs 34.8 us at 8 rows; results/trace_h200_moe_flat.log.)
+    the up stage does, made this stage slower: 50.9 vs 34.8 us at 8 rows; results/trace_h200_moe_flat.log.
+    So did 2 or 4 experts an iteration, each id masked past n_exp: 41.0 / 46.8 us at 8 rows, and the masks
+    alone 36.1; results/trace_h200_down_experts_per_iter.log.)
 
     xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
     """
