@@ -180,6 +180,14 @@ def _barrier(sync_ptr, err_ptr, stage, epoch, ok, pid, launch_id, bound, NPROG: 
 
 
 @triton.jit
+def _last_to_land(count_ptr, epoch, n_parts):
+    """Count this task's part (its stores first) at an epoch-tagged arrival count that takes n_parts a
+    step; true for the step's last part to land, which may then read all of them."""
+    tl.debug_barrier()  # every thread's part stored before the arrival
+    return tl.atomic_add(count_ptr, 1, sem="acq_rel") == epoch * n_parts - 1
+
+
+@triton.jit
 def _rope_vals(x1, x2, cs_ptr, ROPE: tl.constexpr):
     """Interleaved rope of (even, odd) f32 halves: returns the rotated (even, odd)."""
     i = tl.arange(0, ROPE // 2)
@@ -392,9 +400,7 @@ def shared_layer_kernel(
         inv = tl.where(den > 0, 1.0 / den, 0.0)
         vp = dot_bf16(to_bf16(a * inv[:, None]), w)
         tl.store(vpart_ptr + (kc * R + rows[:, None]) * HV + h * VH + cols[None, :], vp, mask=rmask[:, None])
-        tl.debug_barrier()  # every thread's part stored before the arrival
-        seen = tl.atomic_add(sync_ptr + 1 + N_COUNTERS + h * NVC + ch, 1, sem="acq_rel")
-        if seen == epoch * NKC - 1:  # the last part of (h, ch) this step: v = bf16(sum of parts), quantized
+        if _last_to_land(sync_ptr + 1 + N_COUNTERS + h * NVC + ch, epoch, NKC):  # v = bf16(sum of parts), quantized
             offs = (rows[:, None] * HV + h * VH + cols[None, :])
             v = to_bf16(sum_parts(vpart_ptr, R * HV, offs, rmask[:, None], NKC)).to(tl.float32)
             vq, vs = quant_group(v)
@@ -412,9 +418,7 @@ def shared_layer_kernel(
         offs_n = nt * BN_O + tl.arange(0, BN_O)
         m_o = rmask[:, None] & (offs_n[None, :] < D)
         tl.store(o_part_ptr + ((t % KS_O) * R + rows[:, None]) * D + offs_n[None, :], acc, mask=m_o)
-        tl.debug_barrier()  # every thread's part stored before the arrival
-        seen = tl.atomic_add(sync_ptr + 1 + N_COUNTERS + H * (VH // 128) + nt, 1, sem="acq_rel")
-        if seen == epoch * KS_O - 1:
+        if _last_to_land(sync_ptr + 1 + N_COUNTERS + H * NVC + nt, epoch, KS_O):
             offs = rows[:, None] * D + offs_n[None, :]
             o = to_bf16(sum_parts(o_part_ptr, R * D, offs, m_o, KS_O))
             r1 = tl.load(res1_ptr + offs, mask=m_o, other=0.0, cache_modifier=".cg")
