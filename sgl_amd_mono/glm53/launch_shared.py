@@ -127,8 +127,10 @@ class Tiles:
     # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
     # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7);
     # (MoE down, when it was one task per expert and column tile: 256-column tiles, 37.1 vs 49.9 us at 8 rows)
+    # qkv_a in 6 k parts (126 tasks, most programs busy) instead of 4 (84): work 5.4-5.9 vs 6.9-7.2 us at 1 / 4 / 8
+    # rows (results/trace_h200_swap_ab.log; the helper alone: results/probe_tiles_h200.log)
     bn_a: int = 128
-    ks_a: int = 4
+    ks_a: int = 6
     bn_b: int = 64
     ks_b: int = 4
     bn_o: int = 128
@@ -152,6 +154,12 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
+    # GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma straight from
+    # shared memory instead of an mma.sync of f16-converted tiles. H200 TP8 8K (results/trace_h200_swap_ab.log):
+    # launch 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 / 169.2 rows first (MoE up 43.3 vs 46.6,
+    # down 31.2 vs 35.1 at 8 rows). gfx950 keeps rows first (its fp8 MFMA takes 16 rows natively; that is the
+    # build its AOT survey covers).
+    swap_ab: bool = True
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -222,7 +230,7 @@ class Tiles:
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32}}
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_ab": False}}
 
 
 def target_of(device) -> str:
@@ -406,7 +414,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, PRELOAD=t.preload,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

@@ -73,7 +73,7 @@ def _gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, 
 @triton.jit
 def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, R: tl.constexpr,
                 K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
-                PRELOAD: tl.constexpr):
+                PRELOAD: tl.constexpr, SWAP: tl.constexpr):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
@@ -94,7 +94,7 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws
                           cache_modifier=".cg")
             xs0 = tl.load(xs_ptr + rows * (K // 128) + kb0, mask=rmask, other=0.0, cache_modifier=".cg")
             acc = fp8_gemv_part_from(tl.dot(xq0, w0) * xs0[:, None] * ws0[None, :], xq_ptr, xs_ptr, K, K // 128,
-                                     w_ptr, K, ws_ptr, K // 128, nt * BN, N, kb0 + 1, R, NKB - 1, BN, STAGES)
+                                     w_ptr, K, ws_ptr, K // 128, nt * BN, N, kb0 + 1, R, NKB - 1, BN, STAGES, SWAP)
             offs_n = nt * BN + tl.arange(0, BN)
             tl.store(part_ptr + ((pid % KS) * R + rows[:, None]) * N + offs_n[None, :], acc,
                      mask=rmask[:, None] & (offs_n[None, :] < N))
@@ -103,7 +103,7 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws
         nt = t // KS
         ks = t % KS
         acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
-                            ks * NKB, R, NKB, BN, STAGES)
+                            ks * NKB, R, NKB, BN, STAGES, SWAP)
         offs_n = nt * BN + tl.arange(0, BN)
         tl.store(part_ptr + (ks * R + rows[:, None]) * N + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < N))
@@ -222,7 +222,7 @@ def shared_layer_kernel(
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
-    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, PRELOAD: tl.constexpr,
+    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr, PRELOAD: tl.constexpr,
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
 ):
@@ -262,7 +262,7 @@ def shared_layer_kernel(
     # ---- 1 qkv_a: split-K parts ----
     _gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr,
                 tl.cdiv(QKV_N, BN_A) * KS_A * ok * (1 - ((SKIP_MASK >> 1) & 1)), pid, QKV_N, w0, ws0,
-                R, D, KS_A, BN_A, STAGES, NPROG, PRELOAD)
+                R, D, KS_A, BN_A, STAGES, NPROG, PRELOAD, SWAP_AB)
     ok = _barrier(sync_ptr, err_ptr, 1, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 2 latent: tasks [0, R) q_a norm (+ quantized ql); [R, 2R) this row's cache row ----
@@ -299,7 +299,7 @@ def shared_layer_kernel(
     # ---- 3 q_b: split-K parts ----
     _gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr,
                 tl.cdiv(H * QK, BN_B) * KS_B * ok * (1 - ((SKIP_MASK >> 3) & 1)), pid, H * QK, w0, ws0,
-                R, QL, KS_B, BN_B, STAGES, NPROG, PRELOAD)
+                R, QL, KS_B, BN_B, STAGES, NPROG, PRELOAD, SWAP_AB)
     ok = _barrier(sync_ptr, err_ptr, 3, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 4 absorb: qfull = bf16(sum of q_b parts); q_nope @ w_kc[h] (bf16 in, f32 acc) and rope(q_pe) ----
@@ -414,7 +414,7 @@ def shared_layer_kernel(
     for t in tl.range(pid, tl.cdiv(D, BN_O) * KS_O * ok * (1 - ((SKIP_MASK >> 7) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         nt = t // KS_O
         acc = fp8_gemv_part(vq_ptr, vs_ptr, HV, HV // 128, o_proj_ptr, HV, o_proj_s_ptr, HV // 128, nt * BN_O, D,
-                            (t % KS_O) * NKB_O, R, NKB_O, BN_O, STAGES)
+                            (t % KS_O) * NKB_O, R, NKB_O, BN_O, STAGES, SWAP_AB)
         offs_n = nt * BN_O + tl.arange(0, BN_O)
         m_o = rmask[:, None] & (offs_n[None, :] < D)
         tl.store(o_part_ptr + ((t % KS_O) * R + rows[:, None]) * D + offs_n[None, :], acc, mask=m_o)
@@ -467,7 +467,7 @@ def shared_layer_kernel(
     NT_UP: tl.constexpr = I // BU
     fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
                            n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG, UP_MT,
-                           STAGES_UP)
+                           STAGES_UP, SWAP_AB)
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
@@ -501,7 +501,7 @@ def shared_layer_kernel(
     # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
     for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
-                               STAGES_DN)
+                               STAGES_DN, SWAP_AB)
         cols = t * DCW + tl.arange(0, DCW_P)
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])

@@ -63,45 +63,80 @@ def quant_group(x):
 
 @triton.jit
 def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
-                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
+                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
     """acc [16, BN] f32 = sum over k blocks kb0..kb0+NKB-1 (in order) of dot(xq, w^T) * xs * ws, for
     columns n0..n0+BN of a block-FP8 weight (one split-K part; the caller sums parts in a fixed order).
 
     xq: [R, K] fp8 at stride_x, xs: [R, K/128] f32 at stride_xs (quantized once by the producer);
     w: [N, K] fp8 at stride_wn ; ws: [ceil(N/128), K/128] f32 at stride_wsn. The k loop is software
-    pipelined (STAGES buffers in flight).
+    pipelined (STAGES buffers in flight). SWAP: each block's product is taken as w tile @ xq^T
+    (`_block_dot`).
     """
     return fp8_gemv_part_from(tl.zeros((16, BN), dtype=tl.float32), xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr,
-                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES)
+                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES, SWAP)
+
+
+@triton.jit
+def _x_tile(xq_ptr, stride_x, offs_k, R: tl.constexpr, SWAP: tl.constexpr):
+    """One k block of the quantized rows for `_block_dot`: xq [16, 128], or xq^T [128, 16] with SWAP."""
+    rows = tl.arange(0, 16)
+    if SWAP:
+        return tl.load(xq_ptr + rows[None, :] * stride_x + offs_k[:, None], mask=(rows < R)[None, :], other=0.0,
+                       cache_modifier=".cg")
+    else:
+        return tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=(rows < R)[:, None], other=0.0,
+                       cache_modifier=".cg")
+
+
+@triton.jit
+def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr):
+    """acc + one k block's scaled product, x from `_x_tile`. Rows-first (acc [16, BN]): dot(xq [16, 128],
+    w^T [128, BN]). SWAP (acc [BN, 16], the caller transposes): dot(w [BN, 128], xq^T [128, 16]), the
+    weight tile as the first operand. On sm_90 that is a wgmma reading the fp8 tile from shared memory;
+    rows-first is an mma.sync that converts every weight tile to f16 in registers and repeats the
+    [16, 128] activation tile's conversion in every warp. (H200, results/probe_tiles_h200.log, 8 rows:
+    MoE down 24.1 us at 4 warps, 30.1 at 8, vs 34.5; up 41.6 vs 46.1; qkv_a 6.9 vs 7.5.) The fp8 wgmma
+    sums each 32-long k slice at reduced precision: the GEMVs are within ~1.7e-4 relative of exact
+    against ~1e-7 rows-first, as SGLang's fp8 GEMMs on sm_90 (wgmma too) are."""
+    if SWAP:
+        w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
+        return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
+    else:
+        w = tl.load(w_ptr + offs_n[None, :] + offs_k[:, None], mask=nmask[None, :], other=0.0)
+        return acc + tl.dot(x, w) * xs[:, None] * ws[None, :]
 
 
 @triton.jit
 def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
-                       R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr):
+                       R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                       SWAP: tl.constexpr):
     """fp8_gemv_part's k loop added onto acc [16, BN] (a first block the caller multiplied itself)."""
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BN)
     nmask = offs_n < N
+    if SWAP:
+        acc = tl.trans(acc)
     for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
-        offs_k = kb * 128 + tl.arange(0, 128)
-        w = tl.load(w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None], mask=nmask[None, :], other=0.0)
         ws = tl.load(ws_ptr + (offs_n // 128) * stride_wsn + kb, mask=nmask, other=0.0)
-        xq = tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                     cache_modifier=".cg")
         xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-        acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+        offs_k = kb * 128 + tl.arange(0, 128)
+        acc = _block_dot(acc, _x_tile(xq_ptr, stride_x, offs_k, R, SWAP), xs, w_ptr, ws, offs_n * stride_wn, nmask,
+                         offs_k, SWAP)
+    if SWAP:
+        acc = tl.trans(acc)
     return acc
 
 
 @triton.jit
 def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
-                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr):
+                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
+                     SWAP: tl.constexpr):
     """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
     * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
     (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
     iteration an expert when K is 256, as at the TP8 shard), so the next experts' weights stream while
-    this one's multiply. Columns past BN or N are 0.
+    this one's multiply. Columns past BN or N are 0. SWAP: `_block_dot`.
     (H200, 48 experts of the TP8 down, `probe_moe_down.py`: 34.7 us; one loop over (expert, k block)
     47.7 us, or 40.7 us without the expert-id load; one task per (expert, column tile) 34.9 us plus a
     combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
@@ -120,19 +155,22 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
-    acc = tl.zeros((16, BP), dtype=tl.float32)
+    if SWAP:
+        acc = tl.zeros((BP, 16), dtype=tl.float32)
+    else:
+        acc = tl.zeros((16, BP), dtype=tl.float32)
     for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
         u = i // NKC
         e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
         for j in tl.static_range(KU):
             kb = (i % NKC) * KU + j
-            offs_k = kb * 128 + tl.arange(0, 128)
-            w = tl.load(w_ptr + e * (N * K) + offs_n[None, :] * K + offs_k[:, None], mask=nmask[None, :], other=0.0)
             ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
-            xq = tl.load(xq_ptr + (u * R + rows[:, None]) * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                         cache_modifier=".cg")
             xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-            acc += tl.dot(xq, w) * xs[:, None] * ws[None, :]
+            offs_k = kb * 128 + tl.arange(0, 128)
+            acc = _block_dot(acc, _x_tile(xq_ptr + u * R * K, K, offs_k, R, SWAP), xs, w_ptr + e * (N * K), ws,
+                             offs_n * K, nmask, offs_k, SWAP)
+    if SWAP:
+        acc = tl.trans(acc)
     return acc
 
 
@@ -158,13 +196,13 @@ def norm_quant_row(s, w, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.c
 @triton.jit
 def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, R: tl.constexpr,
                            I: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr,
-                           NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr):
+                           NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
     """This program's tasks t = pid, pid + NPROG, ... < n_tasks of the experts' gate | up GEMV in one
     pipelined loop over (task, k block), so the next task's weights stream while this one ends. Task t:
     used expert u = t // (I/BU * KS) (id experts[u], clamped to [0, E]), column tile nt = t // KS % (I/BU),
     k part ks = t % KS; part[u * KS + ks, r, nt tile] = the gate part, [.., I + nt tile] the up part (f32),
     each the sum over its k blocks in order. The ids of this program's tasks are loaded once (MT: a power
-    of two >= its task count), so no weight address waits on a load made in the loop.
+    of two >= its task count), so no weight address waits on a load made in the loop. SWAP: `_block_dot`.
     (H200, TP8 8K, results/trace_h200_moe_flat.log: up at 4 / 8 rows 34.0 / 47.9 us against 36.1 / 50.4
     for one pipelined loop a task, whose pipeline drained between tasks; 5 or 6 stages instead of 4 were
     no faster.)
@@ -179,8 +217,12 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
     jj = tl.arange(0, MT)
     tj = pid + jj * NPROG
     ids = tl.load(experts_ptr + tj // (NT * KS), mask=tj < n_tasks, other=0)
-    acc_a = tl.zeros((16, BU), dtype=tl.float32)
-    acc_b = tl.zeros((16, BU), dtype=tl.float32)
+    if SWAP:
+        acc_a = tl.zeros((BU, 16), dtype=tl.float32)
+        acc_b = tl.zeros((BU, 16), dtype=tl.float32)
+    else:
+        acc_a = tl.zeros((16, BU), dtype=tl.float32)
+        acc_b = tl.zeros((16, BU), dtype=tl.float32)
     for i in tl.range(0, n_my * NKB, num_stages=STAGES):
         j = i // NKB
         kk = i % NKB
@@ -191,19 +233,21 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
         kb = ks * NKB + kk
         offs_k = kb * 128 + tl.arange(0, 128)
         offs_a = nt * BU + tl.arange(0, BU)
-        wa = tl.load(w_ptr + e * (2 * I * K) + offs_a[None, :] * K + offs_k[:, None])
-        wb = tl.load(w_ptr + e * (2 * I * K) + (I + offs_a)[None, :] * K + offs_k[:, None])
+        we = w_ptr + e * (2 * I * K)
         sa = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + (offs_a // 128) * (K // 128) + kb)
         sb = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + ((I + offs_a) // 128) * (K // 128) + kb)
-        xq = tl.load(xq_ptr + rows[:, None] * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
-                     cache_modifier=".cg")
         xs = tl.load(xs_ptr + rows * (K // 128) + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-        acc_a = tl.where(kk == 0, 0.0, acc_a) + tl.dot(xq, wa) * xs[:, None] * sa[None, :]
-        acc_b = tl.where(kk == 0, 0.0, acc_b) + tl.dot(xq, wb) * xs[:, None] * sb[None, :]
+        x = _x_tile(xq_ptr, K, offs_k, R, SWAP)
+        acc_a = _block_dot(tl.where(kk == 0, 0.0, acc_a), x, xs, we, sa, offs_a * K, offs_a < I, offs_k, SWAP)
+        acc_b = _block_dot(tl.where(kk == 0, 0.0, acc_b), x, xs, we, sb, (I + offs_a) * K, offs_a < I, offs_k, SWAP)
         if kk == NKB - 1:
             pb = part_ptr + (((t // (NT * KS)) * KS + ks) * R + rows[:, None]) * (2 * I)
-            tl.store(pb + offs_a[None, :], acc_a, mask=rmask[:, None])
-            tl.store(pb + I + offs_a[None, :], acc_b, mask=rmask[:, None])
+            if SWAP:
+                tl.store(pb + offs_a[None, :], tl.trans(acc_a), mask=rmask[:, None])
+                tl.store(pb + I + offs_a[None, :], tl.trans(acc_b), mask=rmask[:, None])
+            else:
+                tl.store(pb + offs_a[None, :], acc_a, mask=rmask[:, None])
+                tl.store(pb + I + offs_a[None, :], acc_b, mask=rmask[:, None])
 
 
 @triton.jit

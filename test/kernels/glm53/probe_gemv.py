@@ -30,7 +30,7 @@ N_COPIES = 4
 def gemv_stage_kernel(xq, xs, w, ws, part, N, R: tl.constexpr, K: tl.constexpr, KS: tl.constexpr,
                       BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr):
     pid = tl.program_id(0)
-    _gemv_stage(xq, xs, w, ws, part, tl.cdiv(N, BN) * KS, pid, N, 0.0, 0.0, R, K, KS, BN, STAGES, NPROG, False)
+    _gemv_stage(xq, xs, w, ws, part, tl.cdiv(N, BN) * KS, pid, N, 0.0, 0.0, R, K, KS, BN, STAGES, NPROG, False, False)
 
 
 SHAPES = {"qkv_a": (2624, 6144), "up(9 experts)": (9 * 512, 6144), "o_proj": (6144, 2048), "q_b": (2048, 2048),

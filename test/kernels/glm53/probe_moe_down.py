@@ -72,7 +72,7 @@ def down_kernel(aq, as_, w2, w2s, experts, n_exp, out, R: tl.constexpr, D: tl.co
     rows = tl.arange(0, 16)
     for t in tl.range(pid, tl.cdiv(D, DCW), NPROG, num_stages=1):
         if MODE == 0:
-            acc = fp8_gemv_experts(aq, as_, w2, w2s, experts, n_exp, t * DCW, R, D, I, E, DCW, DCW_P, STAGES)
+            acc = fp8_gemv_experts(aq, as_, w2, w2s, experts, n_exp, t * DCW, R, D, I, E, DCW, DCW_P, STAGES, False)
         else:
             acc = _experts_loop(aq, as_, w2, w2s, experts, n_exp, t * DCW, R, D, I, E, DCW, DCW_P, STAGES, MODE, MAXU_P)
         cols = t * DCW + tl.arange(0, DCW_P)
@@ -91,7 +91,7 @@ def down_tiles_kernel(aq, as_, w2, w2s, experts, n_exp, part, R: tl.constexpr, D
         nt = t % (D // BD)
         e = tl.minimum(tl.maximum(tl.load(experts + u), 0), E).to(tl.int64)
         y = fp8_gemv_part(aq + u * R * I, as_ + u * R * NG, I, NG, w2 + e * (D * I), I, w2s + e * ((D // 128) * NG), NG,
-                          nt * BD, D, 0, R, NG, BD, STAGES)
+                          nt * BD, D, 0, R, NG, BD, STAGES, False)
         cols = nt * BD + tl.arange(0, BD)
         tl.store(part + (u * 16 + rows[:, None]) * D + cols[None, :], y, mask=(rows < R)[:, None])
 
