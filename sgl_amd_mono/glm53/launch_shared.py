@@ -154,12 +154,15 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
-    # GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma straight from
-    # shared memory instead of an mma.sync of f16-converted tiles. H200 TP8 8K (results/trace_h200_swap_ab.log):
-    # launch 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 / 169.2 rows first (MoE up 43.3 vs 46.6,
-    # down 31.2 vs 35.1 at 8 rows). gfx950 keeps rows first (its fp8 MFMA takes 16 rows natively; that is the
-    # build its AOT survey covers).
-    swap_ab: bool = True
+    # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
+    # the fp8 tiles straight from shared memory instead of an mma.sync of f16-converted tiles. Faster, H200
+    # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
+    # 169.2. Not the default: the fp8 wgmma sums each 32-long k slice at reduced precision (GEMVs within
+    # ~1.5e-4 of exact vs ~1e-7), and the requantizations after them turn that into check_layer failures
+    # (results/check_layer_h200_swap_ab.log: o 0.022 vs bound 0.016, fp8 cache rows off by one fp8 step,
+    # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
+    # (MoE down 60.4 vs 38.4 us at 8 rows).
+    swap_ab: bool = False
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -230,7 +233,7 @@ class Tiles:
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_ab": False}}
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32}}
 
 
 def target_of(device) -> str:
