@@ -127,8 +127,9 @@ class Tiles:
     # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
     # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7);
     # (MoE down, when it was one task per expert and column tile: 256-column tiles, 37.1 vs 49.9 us at 8 rows)
-    # qkv_a in 6 k parts (126 tasks, most programs busy) instead of 4 (84): work 5.4-5.9 vs 6.9-7.2 us at 1 / 4 / 8
-    # rows (results/trace_h200_swap_ab.log; the helper alone: results/probe_tiles_h200.log)
+    # qkv_a in 6 k parts (126 tasks, most programs busy) instead of 4 (84): work 6.7 / 6.4 us at 1 / 8 rows
+    # (results/final5_h200_trace.log) vs 8.7 / 8.7 (final4); swapped, 5.4-5.9 vs 6.9-7.2 at 1 / 4 / 8 rows
+    # (results/trace_h200_swap_ab.log); the helper alone: results/probe_tiles_h200.log
     bn_a: int = 128
     ks_a: int = 6
     bn_b: int = 64

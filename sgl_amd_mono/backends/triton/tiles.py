@@ -94,10 +94,11 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
     w^T [128, BN]). SWAP (acc [BN, 16], the caller transposes): dot(w [BN, 128], xq^T [128, 16]), the
     weight tile as the first operand. On sm_90 that is a wgmma reading the fp8 tile from shared memory;
     rows-first is an mma.sync that converts every weight tile to f16 in registers and repeats the
-    [16, 128] activation tile's conversion in every warp. (H200, results/probe_tiles_h200.log, 8 rows:
-    MoE down 24.1 us at 4 warps, 30.1 at 8, vs 34.5; up 41.6 vs 46.1; qkv_a 6.9 vs 7.5.) The fp8 wgmma
-    sums each 32-long k slice at reduced precision: the GEMVs are within ~1.7e-4 relative of exact
-    against ~1e-7 rows-first, as SGLang's fp8 GEMMs on sm_90 (wgmma too) are."""
+    [16, 128] activation tile's conversion in every warp. Swapped is faster (H200, 8 rows,
+    results/probe_tiles_h200.log: MoE down 30.8 vs 37.5 us at 8 warps, 24.9 vs 33.4 at 4; up 42.2 vs 47.0)
+    but the fp8 wgmma sums each 32-long k slice at reduced precision: the GEMVs land within ~1.5e-4
+    relative of exact against ~1e-7 rows first, which the requantizations after them turn into
+    check_layer failures (`Tiles.swap_ab`, off by default)."""
     if SWAP:
         w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
         return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
