@@ -164,12 +164,6 @@ class Tiles:
     # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
     # (MoE down 60.4 vs 38.4 us at 8 rows).
     swap_ab: bool = False
-    # act_f16: the quantized activations the fp8 GEMVs read (xq1, qlq, vq, xq2, aq) stored as f16 holding
-    # their fp8 values exactly, so the rows-first dots take them as f16 operands as they are; with fp8 the
-    # mma.sync path converts the [16, 128] activation tile to f16 in every warp each k block (the weight tile
-    # is converted either way). Same products, same bits (the interpreter test compares them). gfx950 keeps
-    # fp8 (its MFMA takes fp8 operands).
-    act_f16: bool = True
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -240,7 +234,7 @@ class Tiles:
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "act_f16": False}}
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32}}
 
 
 def target_of(device) -> str:
@@ -299,23 +293,22 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
     maxu = min(width * geo.top_k, geo.n_routed) + 1
-    f32, bf16, i32 = torch.float32, torch.bfloat16, torch.int32
+    f32, bf16, i32, fp8 = torch.float32, torch.bfloat16, torch.int32, torch.float8_e4m3fn
     t = tiles.for_width(width).for_geometry(geo, tp)
-    q = torch.float16 if t.act_f16 else torch.float8_e4m3fn  # the quantized activations' storage
     hv, i = h * geo.v_head, s.moe_inter
     return {
-        "res1": ((r, d), bf16), "xq1": ((r, d), q), "xs1": ((r, d // 128), f32),
+        "res1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
         "qkv_part": ((t.ks_a, r, geo.qkv_a_out), f32), "ql": ((r, geo.q_lora), bf16),
-        "qlq": ((r, geo.q_lora), q), "qls": ((r, geo.q_lora // 128), f32),
+        "qlq": ((r, geo.q_lora), fp8), "qls": ((r, geo.q_lora // 128), f32),
         "qb_part": ((t.ks_b, r, h * geo.qk_head), f32),
         "qcat": ((r, h, geo.kv_cache_dim), bf16), "pm": ((r, t.nsplit, h), f32),
         "pl": ((r, t.nsplit, h), f32), "pacc": ((r, t.nsplit, h, geo.kv_lora), f32),
         "vpart": ((geo.kv_lora // 128, r, hv), f32),
-        "vq": ((r, hv), q), "vs": ((r, hv // 128), f32), "o_part": ((t.ks_o, r, d), f32),
-        "xn2": ((r, d), bf16), "xq2": ((r, d), q), "xs2": ((r, d // 128), f32),
+        "vq": ((r, hv), fp8), "vs": ((r, hv // 128), f32), "o_part": ((t.ks_o, r, d), f32),
+        "xn2": ((r, d), bf16), "xq2": ((r, d), fp8), "xs2": ((r, d // 128), f32),
         "lg_part": ((t.ks_g, r, geo.n_routed), f32),
         "rw": ((geo.n_routed + 1, 16), f32), "uniq": ((n_programs, maxu + 1), i32),
-        "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), q), "as": ((maxu, r, i // 128), f32),
+        "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
     }
 
 

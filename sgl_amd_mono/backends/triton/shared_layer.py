@@ -33,9 +33,9 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
-from sgl_amd_mono.backends.triton.tiles import (dot_act, dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts,
-                                                 fp8_gemv_part, fp8_gemv_part_from, norm_quant_row, quant_group,
-                                                 quant_row, sum_parts, to_bf16, to_fp8)
+from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part,
+                                                 fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
+                                                 to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
           "norm2", "gate", "route", "up", "act", "down")
@@ -93,7 +93,7 @@ def _gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws
             xq0 = tl.load(xq_ptr + rows[:, None] * K + offs_k[None, :], mask=rmask[:, None], other=0.0,
                           cache_modifier=".cg")
             xs0 = tl.load(xs_ptr + rows * (K // 128) + kb0, mask=rmask, other=0.0, cache_modifier=".cg")
-            acc = fp8_gemv_part_from(dot_act(xq0, w0, False) * xs0[:, None] * ws0[None, :], xq_ptr, xs_ptr, K, K // 128,
+            acc = fp8_gemv_part_from(tl.dot(xq0, w0) * xs0[:, None] * ws0[None, :], xq_ptr, xs_ptr, K, K // 128,
                                      w_ptr, K, ws_ptr, K // 128, nt * BN, N, kb0 + 1, R, NKB - 1, BN, STAGES, SWAP)
             offs_n = nt * BN + tl.arange(0, BN)
             tl.store(part_ptr + ((pid % KS) * R + rows[:, None]) * N + offs_n[None, :], acc,

@@ -2,7 +2,7 @@
 
 Rows are padded to 16 for `tl.dot` (R <= 16 live rows, masked). Activations are quantized once per
 128-wide group by their producer (SGLang's per_token_group_quant_fp8 numerics: scale = max(amax,
-1e-10) / 448) into fp8 (or f16 holding the same fp8 values, `Tiles.act_f16`) + f32 scale scratch; GEMV tiles are split-K parts with a pipelined k loop. Scratch written inside a launch is read with
+1e-10) / 448) into fp8 + f32 scale scratch; GEMV tiles are split-K parts with a pipelined k loop. Scratch written inside a launch is read with
 `.cg` loads (L2, never a stale L1 line).
 """
 
@@ -36,31 +36,6 @@ def dot_bf16(a, b):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
     else:
         return tl.dot(a, b)
-
-
-@triton.jit
-def dot_act(x, w, SWAP: tl.constexpr):
-    """dot(x, w) (SWAP: dot(w, x)) of quantized activations x with an fp8 weight tile w, f32 accumulation.
-    x is fp8, or f16 holding fp8 values exactly (`Tiles.act_f16`); then w is converted to f16 (exact) and
-    the dot is an f16 one with the same products. Under the interpreter the exact f32 product is used."""
-    if x.dtype == tl.float16:
-        if _SOFT_CVT:
-            a = x.to(tl.float32)
-            b = w.to(tl.float32)
-            if SWAP:
-                return tl.dot(b, a, input_precision="ieee")
-            else:
-                return tl.dot(a, b, input_precision="ieee")
-        else:
-            if SWAP:
-                return tl.dot(w.to(tl.float16), x)
-            else:
-                return tl.dot(x, w.to(tl.float16))
-    else:
-        if SWAP:
-            return tl.dot(w, x)
-        else:
-            return tl.dot(x, w)
 
 
 @triton.jit
@@ -123,13 +98,15 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
     results/probe_tiles_h200.log: MoE down 30.8 vs 37.5 us at 8 warps, 24.9 vs 33.4 at 4; up 42.2 vs 47.0)
     but the fp8 wgmma sums each 32-long k slice at reduced precision: the GEMVs land within ~1.5e-4
     relative of exact against ~1e-7 rows first, which the requantizations after them turn into
-    check_layer failures (`Tiles.swap_ab`, off by default)."""
+    check_layer failures (`Tiles.swap_ab`, off by default). Storing the quantized activations as f16
+    holding their fp8 values, so that rows first converts only the weight tile, was slower in the launch
+    (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows; results/final_h200_act_f16.log)."""
     if SWAP:
         w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
-        return acc + dot_act(x, w, True) * ws[:, None] * xs[None, :]
+        return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
     else:
         w = tl.load(w_ptr + offs_n[None, :] + offs_k[:, None], mask=nmask[None, :], other=0.0)
-        return acc + dot_act(x, w, False) * xs[:, None] * ws[None, :]
+        return acc + tl.dot(x, w) * xs[:, None] * ws[None, :]
 
 
 @triton.jit
