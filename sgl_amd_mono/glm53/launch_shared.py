@@ -162,7 +162,7 @@ class Tiles:
     # ~1.5e-4 of exact vs ~1e-7), and the requantizations after them turn that into check_layer failures
     # (results/check_layer_h200_swap_ab.log: o 0.022 vs bound 0.016, fp8 cache rows off by one fp8 step,
     # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
-    # (MoE down 60.4 vs 38.4 us at 8 rows).
+    # (MoE down 60.4 vs 38.4 us at 8 rows, results/probe_tiles_h200_swap_f16.log).
     swap_ab: bool = False
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
