@@ -105,6 +105,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--stages-dn", type=int, nargs="+", default=[6, 8, 10, 12])
+    p.add_argument("--parts", nargs="+", default=["down", "up", "dense"], choices=["down", "up", "dense"])
     a = p.parse_args()
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
     bw = read_bandwidth()
@@ -112,8 +114,16 @@ def main():
     torch.manual_seed(0)
     lists = [torch.cat([torch.randperm(E, device="cuda")[: N_USED - 1].sort().values, torch.tensor([E], device="cuda")])
              .to(torch.int32) for _ in range(N_LISTS)]
-    r = 8
+    if "down" in a.parts:
+        probe_down(a, nsm, bw, lists)
+    if "up" in a.parts:
+        probe_up(a, nsm, bw, lists)
+    if "dense" in a.parts:
+        probe_dense(a, nsm, bw)
 
+
+def probe_down(a, nsm, bw, lists):
+    r = 8
     w2, w2s = block_w(E + 1, D, I)
     aq, as_, ad = quant(torch.randn(N_USED, r, I, device="cuda"))
     out = torch.empty(r, D, device="cuda")
@@ -121,14 +131,16 @@ def main():
     want = torch.einsum("urk,unk->rn", ad, deq(w2[lists[0].long()], w2s[lists[0].long()]))
     for swap in (False, True):
         for nw in a.warps:
-            for st in (6, 8, 10, 12):
+            for st in a.stages_dn:
                 def down(j, st=st, swap=swap, nw=nw):
                     down_kernel[(nsm,)](aq, as_, w2, w2s, lists[j], N_USED, out, R=r, D=D, I=I, E=E, DCW=dcw,
                                         DCW_P=triton.next_power_of_2(dcw), STAGES=st, NPROG=nsm, SWAP=swap, num_warps=nw)
                 timed(f"down rows {r} experts {N_USED} {orient(swap)} warps {nw} stages {st}",
                       N_USED * D * I / bw * 1e6, down, lambda down=down: (down(0), rel(out, want))[1])
-    del w2, w2s
 
+
+def probe_up(a, nsm, bw, lists):
+    r = 8
     w13, w13s = block_w(E + 1, 2 * I, D)
     xq, xs, xd = quant(torch.randn(r, D, device="cuda"))
     bu, ks = 128, 4
@@ -144,8 +156,9 @@ def main():
                 timed(f"up rows {r} experts {N_USED} {orient(swap)} warps {nw} stages {st}",
                       N_USED * 2 * I * D / bw * 1e6, up,
                       lambda up=up: (up(0), rel(part.view(N_USED, ks, r, 2 * I).sum(1), want))[1])
-    del w13, w13s
 
+
+def probe_dense(a, nsm, bw):
     for name, n, k, shapes in (("qkv_a", 2624, 6144, ((128, 4), (128, 6))), ("o_proj", 6144, 2048, ((128, 2),))):
         ws_all = [block_w(1, n, k) for _ in range(N_LISTS)]
         for r in a.rows:
