@@ -164,8 +164,6 @@ class Tiles:
     # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
     # (MoE down 60.4 vs 38.4 us at 8 rows, results/probe_tiles_h200_swap_f16.log).
     swap_ab: bool = False
-    # dn_kwarps: MoE down's k split over the warps (`tiles._gemv_experts_kwarps`)
-    dn_kwarps: bool = False
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -421,7 +419,6 @@ class SharedLaunch:
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
             BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, PRELOAD=t.preload,
-            DN_KW=t.num_warps if t.dn_kwarps and not t.swap_ab else 0,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

@@ -134,7 +134,7 @@ def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_w
 @triton.jit
 def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
                      K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
-                     SWAP: tl.constexpr, KW: tl.constexpr = 0):
+                     SWAP: tl.constexpr):
     """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
     * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
     (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
@@ -158,9 +158,6 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BP)
     nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
-    if KW > 0:
-        return _gemv_experts_kwarps(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, offs_n, nmask, R, N, K, E, BP,
-                                    STAGES, KW, KU)
     if SWAP:
         acc = tl.zeros((BP, 16), dtype=tl.float32)
     else:
@@ -178,39 +175,6 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     if SWAP:
         acc = tl.trans(acc)
     return acc
-
-
-@triton.jit
-def _gemv_experts_kwarps(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, offs_n, nmask, R: tl.constexpr,
-                         N: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
-                         KW: tl.constexpr, KU: tl.constexpr):
-    """`fp8_gemv_experts` rows first with each iteration's KU*128 k split into KW chunks, one a warp (KW =
-    num_warps): the chunks are the batch of a 3-D dot, which Triton places one a warp, so each warp converts
-    only its [16, chunk] slice of the activations to f16 instead of all of it. Each chunk keeps its own
-    accumulator over the experts ([KW, 16, BP] f32), scaled per block; the chunks are summed at the end."""
-    NKB: tl.constexpr = K // 128
-    NKC: tl.constexpr = NKB // KU
-    KC: tl.constexpr = KU * 128 // KW
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    b = tl.arange(0, KW)
-    c = tl.arange(0, KC)
-    acc = tl.zeros((KW, 16, BP), dtype=tl.float32)
-    for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
-        u = i // NKC
-        e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
-        k0 = (i % NKC) * (KU * 128) + b * KC  # each chunk's first k
-        kb = k0 // 128
-        x = tl.load(xq_ptr + u * R * K + rows[None, :, None] * K + (k0[:, None, None] + c[None, None, :]),
-                    mask=rmask[None, :, None], other=0.0, cache_modifier=".cg")
-        w = tl.load(w_ptr + e * (N * K) + offs_n[None, None, :] * K + (k0[:, None, None] + c[None, :, None]),
-                    mask=nmask[None, None, :], other=0.0)
-        xs = tl.load(xs_ptr + (u * R + rows[None, :]) * NKB + kb[:, None], mask=rmask[None, :], other=0.0,
-                     cache_modifier=".cg")
-        ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n[None, :] // 128) * NKB + kb[:, None],
-                     mask=nmask[None, :], other=0.0)
-        acc += tl.dot(x, w) * xs[:, :, None] * ws[:, None, :]
-    return tl.sum(acc, axis=0)
 
 
 @triton.jit

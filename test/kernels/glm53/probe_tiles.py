@@ -32,11 +32,11 @@ E, D, I, N_USED, N_LISTS = 256, 6144, 256, 48, 4
 @triton.jit
 def down_kernel(aq, as_, w2, w2s, experts, n_exp, out, R: tl.constexpr, D: tl.constexpr, I: tl.constexpr,
                 E: tl.constexpr, DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
-                SWAP: tl.constexpr, KW: tl.constexpr):
+                SWAP: tl.constexpr):
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     for t in tl.range(pid, tl.cdiv(D, DCW), NPROG, num_stages=1):
-        acc = fp8_gemv_experts(aq, as_, w2, w2s, experts, n_exp, t * DCW, R, D, I, E, DCW, DCW_P, STAGES, SWAP, KW)
+        acc = fp8_gemv_experts(aq, as_, w2, w2s, experts, n_exp, t * DCW, R, D, I, E, DCW, DCW_P, STAGES, SWAP)
         cols = t * DCW + tl.arange(0, DCW_P)
         tl.store(out + rows[:, None] * D + cols[None, :], acc,
                  mask=(rows < R)[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])
@@ -97,8 +97,8 @@ def timed(name, floor_us, launch, check):
     print(f"{name}: {us:.1f} us (floor {floor_us:.1f}, {floor_us / us:.0%}) max rel {err:.1e}", flush=True)
 
 
-def orient(swap, kw=False):
-    return "swapped" if swap else ("rows-first k over warps" if kw else "rows-first")
+def orient(swap):
+    return "swapped" if swap else "rows-first"
 
 
 def main():
@@ -129,14 +129,13 @@ def probe_down(a, nsm, bw, lists):
     out = torch.empty(r, D, device="cuda")
     dcw = -(-D // (8 * nsm)) * 8
     want = torch.einsum("urk,unk->rn", ad, deq(w2[lists[0].long()], w2s[lists[0].long()]))
-    for swap, kw in ((False, False), (True, False), (False, True)):
+    for swap in (False, True):
         for nw in a.warps:
             for st in a.stages_dn:
-                def down(j, st=st, swap=swap, nw=nw, kw=kw):
+                def down(j, st=st, swap=swap, nw=nw):
                     down_kernel[(nsm,)](aq, as_, w2, w2s, lists[j], N_USED, out, R=r, D=D, I=I, E=E, DCW=dcw,
-                                        DCW_P=triton.next_power_of_2(dcw), STAGES=st, NPROG=nsm, SWAP=swap,
-                                        KW=nw if kw else 0, num_warps=nw)
-                timed(f"down rows {r} experts {N_USED} {orient(swap, kw)} warps {nw} stages {st}",
+                                        DCW_P=triton.next_power_of_2(dcw), STAGES=st, NPROG=nsm, SWAP=swap, num_warps=nw)
+                timed(f"down rows {r} experts {N_USED} {orient(swap)} warps {nw} stages {st}",
                       N_USED * D * I / bw * 1e6, down, lambda down=down: (down(0), rel(out, want))[1])
 
 
