@@ -164,6 +164,13 @@ class Tiles:
     # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
     # (MoE down 60.4 vs 38.4 us at 8 rows, results/probe_tiles_h200_swap_f16.log).
     swap_ab: bool = False
+    # swap_moe: swap_ab for the MoE GEMVs (up and down) only, the NVIDIA default. Their wgmma's reduced-precision
+    # sums (each 128-k block still scaled and added in f32, as DeepGEMM's fp8 GEMMs on sm_90) feed only act's
+    # and the output's roundings, not the router: H200, TP8 8K (results/trace_h200_swap_moe.log) 98.5 / 158.1
+    # us at 1 / 8 rows vs 104.6 / 166.7 rows first, check_layer passing every bound at TP8 rows 1-8, 8K and
+    # 128K, bf16 and fp8 KV. Its cost: where attention is exact (o.rel 0), out moves from within 7e-6 of the
+    # reference to within 3.1e-3 - 5.4e-3 (max rel; bound 6e-2), cosine still 1.0000.
+    swap_moe: bool = True
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -234,7 +241,8 @@ class Tiles:
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32}}
+# swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first.
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False}}
 
 
 def target_of(device) -> str:
@@ -418,7 +426,8 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, PRELOAD=t.preload,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, SWAP_MOE=t.swap_ab or t.swap_moe,
+            PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,
             TRACE=self.options.trace,

@@ -222,8 +222,8 @@ def shared_layer_kernel(
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
-    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr, PRELOAD: tl.constexpr,
-    NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
+    ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr, SWAP_MOE: tl.constexpr,
+    PRELOAD: tl.constexpr, NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
@@ -467,7 +467,7 @@ def shared_layer_kernel(
     NT_UP: tl.constexpr = I // BU
     fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
                            n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG, UP_MT,
-                           STAGES_UP, SWAP_AB)
+                           STAGES_UP, SWAP_MOE)
     ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
@@ -501,7 +501,7 @@ def shared_layer_kernel(
     # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
     for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
-                               STAGES_DN, SWAP_AB)
+                               STAGES_DN, SWAP_MOE)
         cols = t * DCW + tl.arange(0, DCW_P)
         tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
                  mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])
