@@ -266,6 +266,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     st = program.Stage
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
     tiles = tiles.for_width(width).for_geometry(geo, tp)
+    ng_i = s.moe_inter // 128
     stages = [
         st("norm1", r, ("hidden", "residual"), ("res1", "xq1", "xs1")),
         st("qkv_a", cdiv(geo.qkv_a_out, tiles.bn_a) * tiles.ks_a, ("xq1", "xs1"), ("qkv_part",)),
@@ -279,8 +280,8 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("norm2", r, ("o", "res1"), ("xn2", "xq2", "xs2")),
         st("gate", cdiv(geo.n_routed, tiles.be) * tiles.ks_g, ("xn2",), ("lg_part",)),
         st("route", r * (_pow2(max(16, geo.n_routed)) // _router_task_experts(geo, tiles)), ("lg_part",), ("ids", "rw")),
-        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2", "ids"),
-           ("uniq", "up_part", "aq", "as", "weights")),
+        st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
+        st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
         st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw), ("aq", "as", "uniq"), ("out",)),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
@@ -334,8 +335,6 @@ class SharedLaunch:
         self.interpret = self.device.type == "cpu"
         if tiles.progs_per_sm not in (1, 2):
             raise ValueError(f"progs_per_sm {tiles.progs_per_sm} is not 1 or 2")
-        if tiles.bu % 128:
-            raise ValueError(f"bu {tiles.bu} is not a multiple of 128 (MoE up's last parts quantize act per 128-group)")
         self.num_warps = tiles.num_warps
         if options.placement == "sequential":
             self.n_programs = 1
@@ -364,10 +363,9 @@ class SharedLaunch:
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
         # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128) |
-        # o_proj's arrival count a column tile (hidden / bn_o) | up's arrival count a (used expert, column tile)]
-        maxu = min(width * geo.top_k, geo.n_routed) + 1
-        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o)
-                        + maxu * (self.shard.moe_inter // self.tiles.bu),), torch.int32)
+        # o_proj's arrival count a column tile (hidden / bn_o)]
+        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o),),
+                       torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):

@@ -20,11 +20,10 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
                      picked experts' scores (renormalised by their readers), ids in rank order
  11 up      [U*I/BU*KS] every program first lists the used experts itself (from rw, with each row's
                      renormalisation), then split-K parts of gate | up (block-FP8 W8A8) per used expert:
-                     a program's tasks in one pipelined loop over (task, k block); the last part of a
-                     (used expert, column tile) to land (a per-tile arrival count) takes its act =
-                     SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales x the routing weight
-                     w[u, r]); then row r's routing weights (output) on program NPROG-1-r
- 12 down    [D/DCW]  out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
+                     a program's tasks in one pipelined loop over (task, k block)
+ 12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales x the routing
+                     weight w[u, r]); then row r's routing weights (output) on program NPROG-1-r
+ 13 down    [D/DCW]  out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
                      pipelined loop over every expert's k blocks (no float atomics: bitwise reproducible)
 Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
@@ -39,7 +38,7 @@ from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks
                                                  to_bf16, to_fp8)
 
 STAGES = ("norm1", "qkv_a", "latent", "q_b", "absorb", "attn", "w_uv", "o_proj",
-          "norm2", "gate", "route", "up", "down")
+          "norm2", "gate", "route", "up", "act", "down")
 N_COUNTERS = tl.constexpr(len(STAGES))  # one arrival counter a stage; the last one ends the step
 
 
@@ -461,30 +460,46 @@ def shared_layer_kernel(
     ok = _barrier(sync_ptr, err_ptr, 10, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
     # ---- 11 up: every program lists the used experts itself, then split-K parts of x @ gate^T | x @ up^T
-    # per used expert, its tasks in one pipelined loop (`fp8_gemv2_expert_tasks`); the last part of a
-    # (used expert, column tile) to land (a per-tile arrival count) takes that tile's act: SiLU(bf16(gate)) *
-    # bf16(up), rounded to bf16, quantized per 128-group, the group scales times row r's routing weight of the
-    # expert (so down's sum over experts is weighted). Then programs NPROG-1-r write row r's routing weights
-    # (ids order) ----
+    # per used expert, its tasks in one pipelined loop (`fp8_gemv2_expert_tasks`) ----
     my_uniq = uniq_ptr + pid * (MAXU + 1)
     n_u, rscale = _used_experts(rw_ptr, my_uniq, routed_scaling, R, E, E_PAD)
     n_u = tl.minimum(n_u, MAXU)
     NT_UP: tl.constexpr = I // BU
-    up_cnt = sync_ptr + 1 + N_COUNTERS + H * (VH // 128) + tl.cdiv(D, BN_O)
     fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid,
-                           n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), up_cnt, aq_ptr, as_ptr, rw_ptr,
-                           rscale, R, I, D, E, BU, KS_U, NPROG, UP_MT, STAGES_UP, SWAP_MOE, True)
+                           n_u * NT_UP * KS_U * ok * (1 - ((SKIP_MASK >> 11) & 1)), R, I, D, E, BU, KS_U, NPROG, UP_MT,
+                           STAGES_UP, SWAP_MOE)
+    ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+
+    # ---- 12 act: act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
+    # scales are stored times row r's routing weight of expert u (so down's sum over experts is weighted).
+    # Then programs NPROG-1-r write row r's routing weights (ids order) ----
+    NG_I: tl.constexpr = I // 128
+    for t in tl.range(pid, n_u * NG_I * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        u = t // NG_I
+        gi = t % NG_I
+        cols = gi * 128 + tl.arange(0, 128)
+        offs = rows[:, None] * (2 * I) + cols[None, :]
+        pb = up_part_ptr + u * KS_U * R * (2 * I)
+        g = to_bf16(sum_parts(pb, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
+        up = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
+        a = to_bf16(g * tl.sigmoid(g) * up).to(tl.float32)
+        aq, as_ = quant_group(a)
+        e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E)
+        wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
+        wr = tl.where(e < E, wr * rscale, wr)
+        tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
+        tl.store(as_ptr + (u * R + rows) * NG_I + gi, as_ * wr, mask=rmask)
     kk = tl.arange(0, KP)
-    for r in tl.range(NPROG - 1 - pid, R * ok * (1 - ((SKIP_MASK >> 11) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    for r in tl.range(NPROG - 1 - pid, R * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         ek = tl.load(ids_ptr + r * (TOPK + 1) + kk, mask=kk < TOPK, other=0, cache_modifier=".cg")
         wk = tl.load(rw_ptr + ek * 16 + r, mask=kk < TOPK, other=0.0, cache_modifier=".cg")
         sr = tl.sum(tl.where(rows == r, rscale, 0.0), axis=0)
         tl.store(wts_ptr + r * (TOPK + 1) + kk, tl.where(kk < TOPK, wk * sr, 1.0), mask=kk <= TOPK)
-    ok = _barrier(sync_ptr, err_ptr, 11, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
+    ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 12 down: task t = output columns t*DCW.. : out = bf16(sum over used experts u, in order, and their
+    # ---- 13 down: task t = output columns t*DCW.. : out = bf16(sum over used experts u, in order, and their
     # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
-    for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 12) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
         acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
                                STAGES_DN, SWAP_MOE)
         cols = t * DCW + tl.arange(0, DCW_P)

@@ -75,12 +75,3 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
             tl.store(err_ptr + 7, (z + epoch).to(tl.int64))
     tl.debug_barrier()
     return ok
-
-
-@triton.jit
-def last_of_parts(count_ptr, n_parts):
-    """Count this task's part (its stores first) at a counter that takes n_parts arrivals in every step
-    that uses it and none in the others, so it holds a multiple of n_parts between steps (monotonic, never
-    reset); true for the part that completes this step's n_parts, which may then read all of them."""
-    tl.debug_barrier()  # every thread's part stored before the arrival
-    return (tl.atomic_add(count_ptr, 1, sem="acq_rel") + 1) % n_parts == 0

@@ -11,8 +11,6 @@ import os
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import last_of_parts
-
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
 # Triton's interpreter truncates f32 -> bf16 and rounds f32 -> fp8 differently from the GPUs' RNE
 # conversions; under it the helpers below round to nearest-even by hand (same bits as the GPU).
@@ -199,18 +197,15 @@ def norm_quant_row(s, w, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.c
 
 
 @triton.jit
-def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, cnt_ptr, aq_ptr, as_ptr,
-                           rw_ptr, rscale, R: tl.constexpr, I: tl.constexpr, K: tl.constexpr, E: tl.constexpr,
-                           BU: tl.constexpr, KS: tl.constexpr, NPROG: tl.constexpr, MT: tl.constexpr,
-                           STAGES: tl.constexpr, SWAP: tl.constexpr, ACT: tl.constexpr):
+def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, R: tl.constexpr,
+                           I: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr,
+                           NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
     """This program's tasks t = pid, pid + NPROG, ... < n_tasks of the experts' gate | up GEMV in one
     pipelined loop over (task, k block), so the next task's weights stream while this one ends. Task t:
     used expert u = t // (I/BU * KS) (id experts[u], clamped to [0, E]), column tile nt = t // KS % (I/BU),
     k part ks = t % KS; part[u * KS + ks, r, nt tile] = the gate part, [.., I + nt tile] the up part (f32),
     each the sum over its k blocks in order. The ids of this program's tasks are loaded once (MT: a power
     of two >= its task count), so no weight address waits on a load made in the loop. SWAP: `_block_dot`.
-    ACT: the last of a (u, nt) tile's KS parts to land (counter cnt_ptr[u * I/BU + nt], `last_of_parts`)
-    also takes the tile's act (`act_quant_tile`, routing weights rw_ptr [E + 1, 16] times rscale [16]).
     (H200, TP8 8K, results/trace_h200_moe_flat.log: up at 4 / 8 rows 34.0 / 47.9 us against 36.1 / 50.4
     for one pipelined loop a task, whose pipeline drained between tasks; 5 or 6 stages instead of 4 were
     no faster.)
@@ -256,33 +251,6 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
             else:
                 tl.store(pb + offs_a[None, :], acc_a, mask=rmask[:, None])
                 tl.store(pb + I + offs_a[None, :], acc_b, mask=rmask[:, None])
-            if ACT:
-                u = t // (NT * KS)
-                if last_of_parts(cnt_ptr + u * NT + nt, KS):
-                    wr = tl.load(rw_ptr + e * 16 + rows, mask=rmask, other=0.0, cache_modifier=".cg")
-                    act_quant_tile(part_ptr, aq_ptr, as_ptr, tl.where(e < E, wr * rscale, wr), u, nt * BU, R, I, KS,
-                                   BU)
-
-
-@triton.jit
-def act_quant_tile(part_ptr, aq_ptr, as_ptr, wr, u, n0, R: tl.constexpr, I: tl.constexpr, KS: tl.constexpr,
-                   BU: tl.constexpr):
-    """Used expert u's act for columns n0..n0+BU (BU a multiple of 128): act = SiLU(bf16(gate)) * bf16(up),
-    each the sum of its KS split-K parts in part order (part: [n_used * KS, R, 2I] f32, gate | up), rounded
-    to bf16 and quantized per 128-group into aq [n_used, R, I] fp8 and as [n_used, R, I/128] f32, the
-    scales stored times wr [16] (each row's routing weight of the expert, so down's sum over experts is
-    weighted)."""
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    pb = part_ptr + u * KS * R * (2 * I)
-    for g in tl.static_range(BU // 128):
-        cols = n0 + g * 128 + tl.arange(0, 128)
-        offs = rows[:, None] * (2 * I) + cols[None, :]
-        gt = to_bf16(sum_parts(pb, R * 2 * I, offs, rmask[:, None], KS)).to(tl.float32)
-        up = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS)).to(tl.float32)
-        aq, as_ = quant_group(to_bf16(gt * tl.sigmoid(gt) * up).to(tl.float32))
-        tl.store(aq_ptr + (u * R + rows[:, None]) * I + cols[None, :], aq, mask=rmask[:, None])
-        tl.store(as_ptr + (u * R + rows) * (I // 128) + n0 // 128 + g, as_ * wr, mask=rmask)
 
 
 @triton.jit

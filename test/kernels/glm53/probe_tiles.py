@@ -46,8 +46,8 @@ def down_kernel(aq, as_, w2, w2s, experts, n_exp, out, R: tl.constexpr, D: tl.co
 def up_kernel(xq, xs, w13, w13s, experts, n_exp, part, R: tl.constexpr, I: tl.constexpr, D: tl.constexpr,
               E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr, NPROG: tl.constexpr, MT: tl.constexpr,
               STAGES: tl.constexpr, SWAP: tl.constexpr):
-    fp8_gemv2_expert_tasks(xq, xs, w13, w13s, experts, part, tl.program_id(0), n_exp * (I // BU) * KS, experts, xq,
-                           xs, xs, 1.0, R, I, D, E, BU, KS, NPROG, MT, STAGES, SWAP, False)  # the GEMV alone (no act)
+    fp8_gemv2_expert_tasks(xq, xs, w13, w13s, experts, part, tl.program_id(0), n_exp * (I // BU) * KS, R, I, D, E, BU,
+                           KS, NPROG, MT, STAGES, SWAP)
 
 
 @triton.jit
