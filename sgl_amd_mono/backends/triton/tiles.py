@@ -98,7 +98,8 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
     results/probe_tiles_h200.log: MoE down 30.8 vs 37.5 us at 8 warps, 24.9 vs 33.4 at 4; up 42.2 vs 47.0)
     but the fp8 wgmma sums each 32-long k slice at reduced precision: the GEMVs land within ~1.5e-4
     relative of exact against ~1e-7 rows first, which the requantizations after them turn into
-    check_layer failures (`Tiles.swap_ab`, off by default). Storing the quantized activations as f16
+    check_layer failures (`Tiles.swap_ab`, off by default). For the MoE GEMVs alone, whose outputs reach
+    only act's and the layer output's roundings, it is the NVIDIA default (`Tiles.swap_moe`). Storing the quantized activations as f16
     holding their fp8 values, so that rows first converts only the weight tile, was slower in the launch
     (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows; results/final_h200_act_f16.log)."""
     if SWAP:
