@@ -141,7 +141,11 @@ class Tiles:
     bu: int = 128
     ks_u: int = 4
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / programs) rounded up to 8 (one round)
-    stages_dn: int = 8  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
+    # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
+    # both warpgroups) with 5 pipeline stages, against 1 part of 48-column tiles with 8 (H200, TP8 8K,
+    # results/trace_h200_dn_parts.log): down 25.6 vs 29.4 us work at 8 rows, 8.2 vs 7.9 at 1; 4 stages: 39.2
+    stages_dn: int = 5  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
+    dn_parts: int = 2  # MoE down's used experts split into this many parts, a task each per column tile
     stages_up: int = 4  # MoE up's pipeline depth (its k loop holds gate and up tiles)
     # attention: H200 traces at TP8 8K (results/trace_h200_tp8_attn.log), attn span at 1 / 8 rows: nsplit 32
     # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 against 32
@@ -169,8 +173,9 @@ class Tiles:
     # and the output's roundings, not the router: H200, TP8 8K (results/trace_h200_swap_moe.log) 98.5 / 158.1
     # us at 1 / 8 rows vs 104.6 / 166.7 rows first, check_layer passing every bound at TP8 rows 1-8, 8K and
     # 128K, bf16 and fp8 KV. Its cost: where attention is exact (o.rel 0), out moves from within 7e-6 of the
-    # reference to within 3.1e-3 - 5.4e-3 (max rel; bound 6e-2), cosine still 1.0000. The default build's run:
-    # results/final6_h200_* (99.0 / 106.2 / 127.4 / 159.2 us at 1 / 2 / 4 / 8 rows).
+    # reference to within 3.1e-3 - 5.4e-3 (max rel; bound 6e-2), cosine still 1.0000. Its build's run:
+    # results/final6_h200_* (99.0 / 106.2 / 127.4 / 159.2 us at 1 / 2 / 4 / 8 rows); with down in 2 parts
+    # (dn_parts): results/final7_h200_* (99.8 / 106.7 / 125.7 / 154.9 us).
     swap_moe: bool = True
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
@@ -231,7 +236,8 @@ class Tiles:
         one round of tasks."""
         if self.dcw:
             return self
-        return dataclasses.replace(self, dcw=min(geo.hidden, -(-geo.hidden // (8 * n_programs)) * 8))
+        tasks = max(1, n_programs // self.dn_parts)
+        return dataclasses.replace(self, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
 
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
@@ -243,7 +249,8 @@ class Tiles:
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
 # swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first.
-TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False}}
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
+                                           "dn_parts": 1, "stages_dn": 8}}
 
 
 def target_of(device) -> str:
@@ -283,7 +290,8 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("route", r * (_pow2(max(16, geo.n_routed)) // _router_task_experts(geo, tiles)), ("lg_part",), ("ids", "rw")),
         st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
         st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
-        st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw), ("aq", "as", "uniq"), ("out",)),
+        st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw) * tiles.dn_parts, ("aq", "as", "uniq"),
+           ("dn_part", "out")),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
     nbytes = {k: math.prod(shape) * torch.empty((), dtype=dt).element_size() for k, (shape, dt) in scratch.items()}
@@ -318,6 +326,7 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
         "lg_part": ((t.ks_g, r, geo.n_routed), f32),
         "rw": ((geo.n_routed + 1, 16), f32), "uniq": ((n_programs, maxu + 1), i32),
         "up_part": ((maxu * t.ks_u, r, 2 * i), f32), "aq": ((maxu, r, i), fp8), "as": ((maxu, r, i // 128), f32),
+        "dn_part": ((t.dn_parts, r, d), f32),
     }
 
 
@@ -336,6 +345,8 @@ class SharedLaunch:
         self.interpret = self.device.type == "cpu"
         if tiles.progs_per_sm not in (1, 2):
             raise ValueError(f"progs_per_sm {tiles.progs_per_sm} is not 1 or 2")
+        if tiles.dn_parts < 1:
+            raise ValueError(f"dn_parts {tiles.dn_parts} is not a positive count")
         self.num_warps = tiles.num_warps
         if options.placement == "sequential":
             self.n_programs = 1
@@ -364,9 +375,9 @@ class SharedLaunch:
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
         # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128) |
-        # o_proj's arrival count a column tile (hidden / bn_o)]
-        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o),),
-                       torch.int32)
+        # o_proj's arrival count a column tile (hidden / bn_o) | down's arrival count a column tile (hidden / dcw)]
+        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o)
+                        + -(-d // tiles.dcw),), torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -418,7 +429,7 @@ class SharedLaunch:
             self.out["out"], self.out["residual"], self.out["o"], self.out["ids"], self.out["weights"],
             *(sc[k] for k in ("res1", "xq1", "xs1", "qkv_part", "ql", "qlq", "qls", "qb_part", "qcat",
                               "pm", "pl", "pacc", "vpart", "vq", "vs", "o_part", "xn2", "xq2", "xs2", "lg_part",
-                              "rw", "uniq", "up_part", "aq", "as")),
+                              "rw", "uniq", "up_part", "aq", "as", "dn_part")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
         maxu = min(self.width * g.top_k, g.n_routed) + 1  # used experts at most: every routed pick + shared
@@ -427,7 +438,7 @@ class SharedLaunch:
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),
             I=s.moe_inter, KTOP=g.index_topk, NSPLIT=t.nsplit, MAXU=maxu,
             BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
-            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, SWAP_MOE=t.swap_ab or t.swap_moe,
+            BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=_pow2(t.dcw), STAGES_DN=t.stages_dn, DN_PARTS=t.dn_parts, STAGES_UP=t.stages_up, ATT_BLK=t.att_blk, UP_MT=_pow2(-(-maxu * (s.moe_inter // t.bu) * t.ks_u // self.n_programs)), NORM_GP=_pow2(g.hidden // 128), WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, SWAP_MOE=t.swap_ab or t.swap_moe,
             PRELOAD=t.preload,
             NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=self.options.skip_arrive,
             SKIP_MASK=self.options.skip_mask,

@@ -7,12 +7,14 @@ from sgl_amd_mono.glm53 import launch_inputs as li
 from sgl_amd_mono.glm53 import launch_shared as ls
 
 
-@pytest.mark.parametrize("programs,want", [(132, 48), (256, 24), (264, 24), (1, 6144)])
-def test_down_slice_covers_hidden_in_one_round(programs, want):
+@pytest.mark.parametrize("programs,parts,want", [(132, 1, 48), (256, 1, 24), (264, 1, 24), (1, 1, 6144),
+                                                  (132, 2, 96), (256, 2, 48), (1, 2, 6144)])
+def test_down_slice_covers_hidden_in_one_round(programs, parts, want):
     geo = li.glm53_geometry()
-    dcw = ls.Tiles().for_programs(geo, programs).dcw
+    dcw = ls.Tiles(dn_parts=parts).for_programs(geo, programs).dcw
     assert dcw == want
-    assert -(-geo.hidden // dcw) <= programs  # every output slice has its own program
+    # every (output slice, part of the experts) task has its own program (a grid of 1 runs both parts)
+    assert -(-geo.hidden // dcw) * parts <= max(programs, parts)
 
 
 def test_down_slice_given_is_kept():

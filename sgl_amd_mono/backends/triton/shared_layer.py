@@ -23,8 +23,10 @@ Stages (each spread over the programs, consecutive stages joined by epoch-tagged
                      a program's tasks in one pipelined loop over (task, k block)
  12 act     [U*I/128] act = SiLU(bf16(gate)) * bf16(up), quantized (fp8 + group scales x the routing
                      weight w[u, r]); then row r's routing weights (output) on program NPROG-1-r
- 13 down    [D/DCW]  out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
-                     pipelined loop over every expert's k blocks (no float atomics: bitwise reproducible)
+ 13 down    [D/DCW*P] out[:, cols] = sum over used experts u (in order) of block-FP8 down(act_u): one
+                     pipelined loop over every expert's k blocks (no float atomics: bitwise reproducible);
+                     with P = DN_PARTS > 1 parts of the experts, the last part of a column tile to land
+                     sums the parts in order
 Every split-K sum is taken in part order 0, 1, ... by its consumer: the same bits on every run.
 Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's tensors to this kernel.
 """
@@ -210,7 +212,7 @@ def shared_layer_kernel(
     # scratch
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr,
     pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr,
-    rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr,
+    rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
     # sync
     sync_ptr, err_ptr, trace_ptr, launch_id, bound, eps, softmax_scale, routed_scaling,
     # geometry
@@ -221,7 +223,7 @@ def shared_layer_kernel(
     # columns a task, DCW_P its power-of-two tile; STAGES_DN / STAGES_UP: MoE down's / up's pipeline depth)
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
-    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+    DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr, STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
     ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr, SWAP_MOE: tl.constexpr,
     PRELOAD: tl.constexpr, NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr,
@@ -497,14 +499,28 @@ def shared_layer_kernel(
         tl.store(wts_ptr + r * (TOPK + 1) + kk, tl.where(kk < TOPK, wk * sr, 1.0), mask=kk <= TOPK)
     ok = _barrier(sync_ptr, err_ptr, 12, epoch, ok, pid, launch_id, bound, NPROG, TIMER, SKIP_ARRIVE, trace_ptr, TRACE)
 
-    # ---- 13 down: task t = output columns t*DCW.. : out = bf16(sum over used experts u, in order, and their
-    # k blocks of q(act_u) @ w2[e_u]^T), one pipelined loop streaming every expert's slice ----
-    for t in tl.range(pid, tl.cdiv(D, DCW) * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
-        acc = fp8_gemv_experts(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, my_uniq, n_u, t * DCW, R, D, I, E, DCW, DCW_P,
-                               STAGES_DN, SWAP_MOE)
-        cols = t * DCW + tl.arange(0, DCW_P)
-        tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc),
-                 mask=rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :])
+    # ---- 13 down: task (c, p) = output columns c*DCW.., part p of the used experts (the p-th of DN_PARTS
+    # equal runs, in order): the sum over its experts u and their k blocks of q(act_u) @ w2[e_u]^T, one
+    # pipelined loop streaming every expert's slice. One part: out = bf16(sum). More: each part stores its
+    # f32 sum, and the last part of a column tile to land (an epoch-tagged arrival count) sums the parts in
+    # part order: out = bf16(sum) ----
+    n_dn = tl.cdiv(n_u, DN_PARTS)
+    for t in tl.range(pid, tl.cdiv(D, DCW) * DN_PARTS * ok * (1 - ((SKIP_MASK >> 13) & 1)), NPROG, num_stages=1):  # tasks: never pipelined
+        c = t // DN_PARTS
+        p = t % DN_PARTS
+        u0 = p * n_dn
+        acc = fp8_gemv_experts(aq_ptr + u0 * R * I, as_ptr + u0 * R * (I // 128), w2_ptr, w2_s_ptr, my_uniq + u0,
+                               tl.maximum(tl.minimum(n_u - u0, n_dn), 0), c * DCW, R, D, I, E, DCW, DCW_P, STAGES_DN,
+                               SWAP_MOE)
+        cols = c * DCW + tl.arange(0, DCW_P)
+        m_dn = rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :]
+        if DN_PARTS == 1:
+            tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=m_dn)
+        else:
+            offs = rows[:, None] * D + cols[None, :]
+            tl.store(dn_part_ptr + p * (R * D) + offs, acc, mask=m_dn)
+            if _last_to_land(sync_ptr + 1 + N_COUNTERS + H * (VH // 128) + tl.cdiv(D, BN_O) + c, epoch, DN_PARTS):
+                tl.store(out_ptr + offs, to_bf16(sum_parts(dn_part_ptr, R * D, offs, m_dn, DN_PARTS)), mask=m_dn)
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
     _stamp(trace_ptr, pid, 2 * (N_COUNTERS - 1), TRACE)
