@@ -140,7 +140,7 @@ class Tiles:
     ks_g: int = 8
     bu: int = 128
     ks_u: int = 4
-    dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / programs) rounded up to 8 (one round)
+    dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / (programs / dn_parts)) rounded up to 8
     # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
     # both warpgroups) with 5 pipeline stages, against 1 part of 48-column tiles with 8 (H200, TP8 8K,
     # results/trace_h200_dn_parts.log): down 25.6 vs 29.4 us work at 8 rows, 8.2 vs 7.9 at 1; 4 stages: 39.2
@@ -233,7 +233,7 @@ class Tiles:
 
     def for_programs(self, geo: Glm53Geometry, n_programs: int) -> "Tiles":
         """dcw 0 resolved for a grid: the fewest 8-aligned columns a task that cover the hidden size in
-        one round of tasks."""
+        one round of (column tile, part of the experts) tasks."""
         if self.dcw:
             return self
         tasks = max(1, n_programs // self.dn_parts)

@@ -99,9 +99,10 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
     but the fp8 wgmma sums each 32-long k slice at reduced precision: the GEMVs land within ~1.5e-4
     relative of exact against ~1e-7 rows first, which the requantizations after them turn into
     check_layer failures (`Tiles.swap_ab`, off by default). For the MoE GEMVs alone, whose outputs reach
-    only act's and the layer output's roundings, it is the NVIDIA default (`Tiles.swap_moe`). Storing the quantized activations as f16
-    holding their fp8 values, so that rows first converts only the weight tile, was slower in the launch
-    (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows; results/final_h200_act_f16.log)."""
+    only act's and the layer output's roundings, it is the NVIDIA default (`Tiles.swap_moe`). Storing the
+    quantized activations as f16 holding their fp8 values, so that rows first converts only the weight
+    tile, was slower in the launch (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows;
+    results/final_h200_act_f16.log)."""
     if SWAP:
         w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
         return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
