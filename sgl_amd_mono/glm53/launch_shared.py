@@ -270,7 +270,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
     hg = -(-h // 16)
-    maxu = min(width * geo.top_k, geo.n_routed) + 1
+    maxu = max_used_experts(geo, width)
     st = program.Stage
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
     tiles = tiles.for_width(width).for_geometry(geo, tp)
@@ -301,6 +301,11 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     )
 
 
+def max_used_experts(geo: Glm53Geometry, width: int) -> int:
+    """Used experts a step at most: every routed pick of every row (at most all routed experts) + shared."""
+    return min(width * geo.top_k, geo.n_routed) + 1
+
+
 def _router_task_experts(geo: Glm53Geometry, tiles: Tiles) -> int:
     """Experts one router task ranks (the kernel's RC)."""
     return min(tiles.route_rc, _pow2(max(16, geo.n_routed)))
@@ -309,7 +314,7 @@ def _router_task_experts(geo: Glm53Geometry, tiles: Tiles) -> int:
 def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_programs: int) -> dict:
     s = geo.shard(tp)
     r, h, d = width, s.heads, geo.hidden
-    maxu = min(width * geo.top_k, geo.n_routed) + 1
+    maxu = max_used_experts(geo, width)
     f32, bf16, i32, fp8 = torch.float32, torch.bfloat16, torch.int32, torch.float8_e4m3fn
     t = tiles.for_width(width).for_geometry(geo, tp)
     hv, i = h * geo.v_head, s.moe_inter
@@ -374,10 +379,10 @@ class SharedLaunch:
             "out": mk((r, d), torch.bfloat16), "residual": mk((r, d), torch.bfloat16), "o": mk((r, d), torch.bfloat16),
             "ids": mk((r, geo.top_k + 1), torch.int32), "weights": mk((r, geo.top_k + 1), torch.float32),
         }
-        # sync: [epoch | one arrival counter a stage | w_uv's arrival count a v group (heads x v_head/128) |
-        # o_proj's arrival count a column tile (hidden / bn_o) | down's arrival count a column tile (hidden / dcw)]
-        self.sync = mk((1 + len(self.program.stages) + self.shard.heads * (geo.v_head // 128) + -(-d // tiles.bn_o)
-                        + -(-d // tiles.dcw),), torch.int32)
+        # sync: [epoch | one arrival counter a stage | the last-arrival counts, in the kernel's order
+        # (wuv_cnt, oproj_cnt, dn_cnt): w_uv's a v group, o_proj's and down's a column tile]
+        last_arrival = (self.shard.heads * (geo.v_head // 128), -(-d // tiles.bn_o), -(-d // tiles.dcw))
+        self.sync = mk((1 + len(self.program.stages) + sum(last_arrival),), torch.int32)
         self.err = guard.new_error_word(self.device)
         self.trace = mk((self.n_programs, 2 * len(self.program.stages)), torch.int64)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -432,7 +437,7 @@ class SharedLaunch:
                               "rw", "uniq", "up_part", "aq", "as", "dn_part")),
             self.sync, self.err, self.trace, self.options.launch_id, self.bound, g.rms_eps, g.softmax_scale, g.routed_scaling,
         )
-        maxu = min(self.width * g.top_k, g.n_routed) + 1  # used experts at most: every routed pick + shared
+        maxu = max_used_experts(g, self.width)
         meta = dict(
             R=self.width, D=g.hidden, QL=g.q_lora, KVL=g.kv_lora, ROPE=g.qk_rope, NOPE=g.qk_nope, VH=g.v_head,
             H=s.heads, E=g.n_routed, E_PAD=_pow2(max(16, g.n_routed)), TOPK=g.top_k, KP=_pow2(max(2, g.top_k + 1)),

@@ -236,6 +236,11 @@ def shared_layer_kernel(
     """
     pid = tl.program_id(0)
     epoch = read_epoch(sync_ptr)
+    # the last-arrival counts after the stage counters (sized by `SharedLaunch`): w_uv's a v group,
+    # o_proj's a column tile, down's a column tile
+    wuv_cnt = sync_ptr + 1 + N_COUNTERS
+    oproj_cnt = wuv_cnt + H * (VH // 128)
+    dn_cnt = oproj_cnt + tl.cdiv(D, BN_O)
     _stamp(trace_ptr, pid, 2 * N_COUNTERS - 1, TRACE)  # the start (slot of the last stage's unused wait)
     ok = pid * 0 + 1
     rows = tl.arange(0, 16)
@@ -402,7 +407,7 @@ def shared_layer_kernel(
         inv = tl.where(den > 0, 1.0 / den, 0.0)
         vp = dot_bf16(to_bf16(a * inv[:, None]), w)
         tl.store(vpart_ptr + (kc * R + rows[:, None]) * HV + h * VH + cols[None, :], vp, mask=rmask[:, None])
-        if _last_to_land(sync_ptr + 1 + N_COUNTERS + h * NVC + ch, epoch, NKC):  # v = bf16(sum of parts), quantized
+        if _last_to_land(wuv_cnt + h * NVC + ch, epoch, NKC):  # v = bf16(sum of parts), quantized
             offs = (rows[:, None] * HV + h * VH + cols[None, :])
             v = to_bf16(sum_parts(vpart_ptr, R * HV, offs, rmask[:, None], NKC)).to(tl.float32)
             vq, vs = quant_group(v)
@@ -420,7 +425,7 @@ def shared_layer_kernel(
         offs_n = nt * BN_O + tl.arange(0, BN_O)
         m_o = rmask[:, None] & (offs_n[None, :] < D)
         tl.store(o_part_ptr + ((t % KS_O) * R + rows[:, None]) * D + offs_n[None, :], acc, mask=m_o)
-        if _last_to_land(sync_ptr + 1 + N_COUNTERS + H * NVC + nt, epoch, KS_O):
+        if _last_to_land(oproj_cnt + nt, epoch, KS_O):
             offs = rows[:, None] * D + offs_n[None, :]
             o = to_bf16(sum_parts(o_part_ptr, R * D, offs, m_o, KS_O))
             r1 = tl.load(res1_ptr + offs, mask=m_o, other=0.0, cache_modifier=".cg")
@@ -519,7 +524,7 @@ def shared_layer_kernel(
         else:
             offs = rows[:, None] * D + cols[None, :]
             tl.store(dn_part_ptr + p * (R * D) + offs, acc, mask=m_dn)
-            if _last_to_land(sync_ptr + 1 + N_COUNTERS + H * (VH // 128) + tl.cdiv(D, BN_O) + c, epoch, DN_PARTS):
+            if _last_to_land(dn_cnt + c, epoch, DN_PARTS):
                 tl.store(out_ptr + offs, to_bf16(sum_parts(dn_part_ptr, R * D, offs, m_dn, DN_PARTS)), mask=m_dn)
 
     # ---- end of step: program 0 advances the epoch once every program has arrived ----
