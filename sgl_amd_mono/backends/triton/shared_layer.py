@@ -34,7 +34,7 @@ Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's t
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
+from sgl_amd_mono.backends.triton.sync import arrive, arrive_last, read_epoch, wait_counter
 from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part,
                                                  fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
                                                  to_bf16, to_fp8)
@@ -527,11 +527,8 @@ def shared_layer_kernel(
             if _last_to_land(dn_cnt + c, epoch, DN_PARTS):
                 tl.store(out_ptr + offs, to_bf16(sum_parts(dn_part_ptr, R * D, offs, m_dn, DN_PARTS)), mask=m_dn)
 
-    # ---- end of step: program 0 advances the epoch once every program has arrived ----
+    # ---- end of step: the last program to arrive advances the epoch (unless its own waits failed); none waits.
+    # After a missed deadline the host reads the error word and resets the sync words (`reset_sync`) ----
     _stamp(trace_ptr, pid, 2 * (N_COUNTERS - 1), TRACE)
-    arrive(sync_ptr, N_COUNTERS - 1)
-    if pid == 0:
-        done = wait_counter(sync_ptr, N_COUNTERS - 1, epoch * NPROG, err_ptr, launch_id, N_COUNTERS - 1, pid, epoch,
-                            bound, TIMER)
-        if done != 0:
-            tl.atomic_xchg(sync_ptr, epoch, sem="release")
+    if arrive_last(sync_ptr, N_COUNTERS - 1, epoch * NPROG) & (ok != 0):
+        tl.atomic_xchg(sync_ptr, epoch, sem="release")

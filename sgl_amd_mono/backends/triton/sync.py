@@ -3,7 +3,8 @@
 sync: [1 + n_counters] int32. sync[0] is the epoch (steps completed); sync[1 + s] counts arrivals
 at stage s over every step. Counters are monotonic and never reset: in the step with epoch E
 (E = sync[0] + 1 read at launch start) a stage is complete when its counter reaches E * NPROG.
-The launch advances sync[0] itself at its end, so a replayed CUDA graph needs no host write.
+The launch advances sync[0] itself at its end (the last program to arrive at the last counter, so no
+program waits there), so a replayed CUDA graph needs no host write.
 A wait that passes its deadline writes the error word (`common/guard.py`) and returns 0; every
 other wait then sees err[0] != 0 and returns 0 at once, so the launch drains instead of hanging.
 """
@@ -25,6 +26,13 @@ def arrive(sync_ptr, counter):
     """Publish this program's work in stage `counter` (all threads' stores first, then release)."""
     tl.debug_barrier()
     tl.atomic_add(sync_ptr + 1 + counter, 1, sem="release")
+
+
+@triton.jit
+def arrive_last(sync_ptr, counter, target):
+    """`arrive`, returning whether this arrival made the counter reach `target` (the step's last one)."""
+    tl.debug_barrier()
+    return tl.atomic_add(sync_ptr + 1 + counter, 1, sem="acq_rel") == target - 1
 
 
 @triton.jit
@@ -53,13 +61,15 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
         t0 = _program_time()
     while (seen < target) & (stop == 0):
         polls += 1
-        flag = tl.atomic_add(err_ptr, 0, sem="relaxed")
-        if TIMER:
-            if polls % 8 == 0:  # the timer's reduction is not free: every 8th poll
+        # the error word and the deadline every 8th poll only, so a poll is one load of the counter (each
+        # read here is a round trip to L2 and a block barrier, and reading both every poll doubled the poll)
+        if polls % 8 == 0:
+            flag = tl.atomic_add(err_ptr, 0, sem="relaxed")
+            if TIMER:
                 over = (_program_time() - t0) > bound
-        else:
-            over = polls > bound
-        stop = (over | (flag != 0)).to(tl.int32)
+            else:
+                over = polls > bound
+            stop = (over | (flag != 0)).to(tl.int32)
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
     ok = (seen >= target).to(tl.int32)
     if ok == 0:
