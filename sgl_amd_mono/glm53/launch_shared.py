@@ -139,7 +139,12 @@ class Tiles:
     be: int = 16
     ks_g: int = 8
     bu: int = 128
-    ks_u: int = 4
+    # MoE up's k parts; 0: per grid and width (`for_programs`): the fewest k blocks on the busiest program
+    # for the width's most used experts (ties: 4, then fewer parts) -> 6 / 3 / 4 / 4 at 1 / 2 / 4 / 8 rows on
+    # 132 programs. 4 at 2 rows made 136 tasks for 132 programs (up 29 us); H200 TP8 8K, 2 reps
+    # (results/trace_h200_up_parts.log): 1 row ks_u=6 95.6 / 95.5 us vs 4: 97.2 / 97.9; 2 rows ks_u=3 105.7
+    # / 105.4 vs 4: 109.1 / 109.0
+    ks_u: int = 0
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / (programs / dn_parts)) rounded up to 8
     # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
     # both warpgroups) with 5 pipeline stages, against 1 part of 48-column tiles with 8 (H200, TP8 8K,
@@ -228,16 +233,25 @@ class Tiles:
         return dataclasses.replace(
             self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
-            ks_u=ks(geo.hidden // 128, self.ks_u), be=min(self.be, _pow2(max(16, geo.n_routed))),
+            ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, _pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
 
-    def for_programs(self, geo: Glm53Geometry, n_programs: int) -> "Tiles":
+    def for_programs(self, geo: Glm53Geometry, n_programs: int, *, tp: int, width: int) -> "Tiles":
         """dcw 0 resolved for a grid: the fewest 8-aligned columns a task that cover the hidden size in
-        one round of (column tile, part of the experts) tasks."""
-        if self.dcw:
-            return self
-        tasks = max(1, n_programs // self.dn_parts)
-        return dataclasses.replace(self, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
+        one round of (column tile, part of the experts) tasks. ks_u 0 resolved for a grid and width: of
+        the divisors <= 8 of the k blocks, the one that leaves the fewest k blocks on the busiest program
+        when the width's most used experts are all live (ties: 4, then fewer parts)."""
+        t = self
+        if not t.dcw:
+            tasks = max(1, n_programs // t.dn_parts)
+            t = dataclasses.replace(t, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
+        if not t.ks_u:
+            kb = geo.hidden // 128
+            col_tiles = max_used_experts(geo, width) * -(-geo.shard(tp).moe_inter // t.bu)
+            busiest = lambda d: -(-col_tiles * d // n_programs) * (kb // d)  # noqa: E731
+            parts = [d for d in range(1, 9) if kb % d == 0]
+            t = dataclasses.replace(t, ks_u=min(parts, key=lambda d: (busiest(d), d != 4, d)))
+        return t
 
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
@@ -248,9 +262,10 @@ class Tiles:
 # 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
-# swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first.
+# swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first. MoE up's k parts resolved
+# per width (ks_u 0) are an H200 finding too; gfx950 keeps 4.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
-                                           "dn_parts": 1, "stages_dn": 8}}
+                                           "dn_parts": 1, "stages_dn": 8, "ks_u": 4}}
 
 
 def target_of(device) -> str:
@@ -273,7 +288,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
     maxu = max_used_experts(geo, width)
     st = program.Stage
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
-    tiles = tiles.for_width(width).for_geometry(geo, tp)
+    tiles = tiles.for_width(width).for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
     ng_i = s.moe_inter // 128
     stages = [
         st("norm1", r, ("hidden", "residual"), ("res1", "xq1", "xs1")),
@@ -290,7 +305,7 @@ def describe(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_program
         st("route", r * (_pow2(max(16, geo.n_routed)) // _router_task_experts(geo, tiles)), ("lg_part",), ("ids", "rw")),
         st("up", maxu * (s.moe_inter // tiles.bu) * tiles.ks_u, ("rw", "xq2", "xs2"), ("uniq", "up_part")),
         st("act", maxu * ng_i, ("up_part", "uniq", "rw", "ids"), ("aq", "as", "weights")),
-        st("down", cdiv(d, tiles.for_programs(geo, n_programs).dcw) * tiles.dn_parts, ("aq", "as", "uniq"),
+        st("down", cdiv(d, tiles.dcw) * tiles.dn_parts, ("aq", "as", "uniq"),
            ("dn_part", "out")),
     ]
     scratch = _scratch_shapes(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs)
@@ -316,7 +331,7 @@ def _scratch_shapes(geo: Glm53Geometry, *, tp: int, width: int, tiles: Tiles, n_
     r, h, d = width, s.heads, geo.hidden
     maxu = max_used_experts(geo, width)
     f32, bf16, i32, fp8 = torch.float32, torch.bfloat16, torch.int32, torch.float8_e4m3fn
-    t = tiles.for_width(width).for_geometry(geo, tp)
+    t = tiles.for_width(width).for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
     hv, i = h * geo.v_head, s.moe_inter
     return {
         "res1": ((r, d), bf16), "xq1": ((r, d), fp8), "xs1": ((r, d // 128), f32),
@@ -365,7 +380,7 @@ class SharedLaunch:
                 raise ValueError(f"placement 'persistent' needs a GPU device (or meta with n_programs), got {self.device}")
         else:
             raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
-        tiles = self.tiles = tiles.for_programs(geo, self.n_programs)
+        tiles = self.tiles = tiles.for_programs(geo, self.n_programs, tp=tp, width=width)
         self.program = describe(geo, tp=tp, width=width, tiles=tiles, n_programs=self.n_programs)
         placement = program.place_round_robin(self.program, self.n_programs)
         program.check_all(self.program, placement, SCRATCH_LIMIT)

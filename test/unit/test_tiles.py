@@ -1,5 +1,5 @@
-"""Tile choices the shared launch resolves at build: MoE down's column slice for a grid, attention splits
-for a width (`launch_shared.Tiles.for_programs` / `for_width`)."""
+"""Tile choices the shared launch resolves at build: MoE down's column slice for a grid, MoE up's k parts
+for a grid and width, attention splits for a width (`launch_shared.Tiles.for_programs` / `for_width`)."""
 
 import pytest
 
@@ -11,14 +11,26 @@ from sgl_amd_mono.glm53 import launch_shared as ls
                                                   (132, 2, 96), (256, 2, 48), (1, 2, 6144)])
 def test_down_slice_covers_hidden_in_one_round(programs, parts, want):
     geo = li.glm53_geometry()
-    dcw = ls.Tiles(dn_parts=parts).for_programs(geo, programs).dcw
+    dcw = ls.Tiles(dn_parts=parts).for_programs(geo, programs, tp=8, width=1).dcw
     assert dcw == want
     # every (output slice, part of the experts) task has its own program (a grid of 1 runs both parts)
     assert -(-geo.hidden // dcw) * parts <= max(programs, parts)
 
 
 def test_down_slice_given_is_kept():
-    assert ls.Tiles(dcw=96).for_programs(li.glm53_geometry(), 132).dcw == 96
+    assert ls.Tiles(dcw=96).for_programs(li.glm53_geometry(), 132, tp=8, width=1).dcw == 96
+
+
+@pytest.mark.parametrize("width,want", [(1, 6), (2, 3), (4, 4), (8, 4)])
+def test_up_parts_fill_one_round_at_few_rows(width, want):
+    geo = li.glm53_geometry()
+    t = ls.Tiles().for_programs(geo, 132, tp=8, width=width)
+    assert t.ks_u == want
+    # up's tasks (every most-used expert's column tiles x k parts) fit one round of the grid below 4 rows
+    tasks = ls.max_used_experts(geo, width) * (geo.shard(8).moe_inter // t.bu) * t.ks_u
+    assert (tasks <= 132) == (width <= 2)
+    assert ls.Tiles(ks_u=8).for_programs(geo, 132, tp=8, width=width).ks_u == 8  # a given count is kept
+    assert ls.Tiles().for_target("gfx950").for_programs(geo, 256, tp=8, width=width).ks_u == 4
 
 
 @pytest.mark.parametrize("width,want", [(1, 32), (2, 32), (4, 32), (8, 16)])
@@ -32,4 +44,4 @@ def test_built_launch_resolves_both():
     geo = li.glm53_geometry()
     prog = ls.describe(geo, tp=8, width=1, tiles=ls.Tiles(), n_programs=132)
     tasks = {s.name: s.n_tasks for s in prog.stages}
-    assert tasks["attn"] == 32 and tasks["down"] == 128
+    assert tasks["attn"] == 32 and tasks["down"] == 128 and tasks["up"] == 9 * 2 * 6
