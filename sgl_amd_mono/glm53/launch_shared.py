@@ -139,11 +139,12 @@ class Tiles:
     be: int = 16
     ks_g: int = 8
     bu: int = 128
-    # MoE up's k parts; 0: per grid and width (`for_programs`): the fewest k blocks on the busiest program
-    # for the width's most used experts (ties: 4, then fewer parts) -> 6 / 3 / 4 / 4 at 1 / 2 / 4 / 8 rows on
-    # 132 programs. 4 at 2 rows made 136 tasks for 132 programs (up 29 us); H200 TP8 8K, 2 reps
-    # (results/trace_h200_up_parts.log): 1 row ks_u=6 95.6 / 95.5 us vs 4: 97.2 / 97.9; 2 rows ks_u=3 105.7
-    # / 105.4 vs 4: 109.1 / 109.0
+    # MoE up's k parts; 0: per grid and width (`for_programs`): at 1 row (always top_k + 1 used experts) the
+    # fewest k blocks on the busiest program (ties: 4, then fewer parts), 6 on 132 programs; 4 at more rows,
+    # where the count depends on how the rows' picks overlap. H200 TP8 8K (results/trace_h200_up_parts.log):
+    # 1 row 96.7 / 96.9 us vs 100.8 / 98.8 at 4 parts (time_layers), 95.5-95.6 vs 97.2-97.9 (traces); 2 rows,
+    # 3 parts: faster when all 17 experts are live (traces: 105.4-105.7 vs 109.0-109.1, 4 parts making 136
+    # tasks for 132 programs) but slower at time_layers' 15.8 (105.2 / 105.4 vs 103.1 / 103.2), so 4
     ks_u: int = 0
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / (programs / dn_parts)) rounded up to 8
     # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
@@ -240,17 +241,19 @@ class Tiles:
         """dcw 0 resolved for a grid: the fewest 8-aligned columns a task that cover the hidden size in
         one round of (column tile, part of the experts) tasks. ks_u 0 resolved for a grid and width: of
         the divisors <= 8 of the k blocks, the one that leaves the fewest k blocks on the busiest program
-        when the width's most used experts are all live (ties: 4, then fewer parts)."""
+        at 1 row (ties: 4, then fewer parts); 4 at more rows (see the field)."""
         t = self
         if not t.dcw:
             tasks = max(1, n_programs // t.dn_parts)
             t = dataclasses.replace(t, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
         if not t.ks_u:
             kb = geo.hidden // 128
+            parts = [d for d in range(1, 9) if kb % d == 0]
+            four = max(d for d in parts if d <= 4)  # 4, or the most parts below it that divide the k blocks
             col_tiles = max_used_experts(geo, width) * -(-geo.shard(tp).moe_inter // t.bu)
             busiest = lambda d: -(-col_tiles * d // n_programs) * (kb // d)  # noqa: E731
-            parts = [d for d in range(1, 9) if kb % d == 0]
-            t = dataclasses.replace(t, ks_u=min(parts, key=lambda d: (busiest(d), d != 4, d)))
+            best = min(parts, key=lambda d: (busiest(d), d != four, d)) if width == 1 else four
+            t = dataclasses.replace(t, ks_u=best)
         return t
 
 
