@@ -34,7 +34,7 @@ Tensor shapes are documented at `glm53/launch_shared.py`, which binds SGLang's t
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import arrive, arrive_last, read_epoch, wait_counter
+from sgl_amd_mono.backends.triton.sync import arrive, read_epoch, wait_counter
 from sgl_amd_mono.backends.triton.tiles import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts, fp8_gemv_part,
                                                  fp8_gemv_part_from, norm_quant_row, quant_group, quant_row, sum_parts,
                                                  to_bf16, to_fp8)
@@ -530,5 +530,5 @@ def shared_layer_kernel(
     # ---- end of step: the last program to arrive advances the epoch (unless its own waits failed); none waits.
     # After a missed deadline the host reads the error word and resets the sync words (`reset_sync`) ----
     _stamp(trace_ptr, pid, 2 * (N_COUNTERS - 1), TRACE)
-    if arrive_last(sync_ptr, N_COUNTERS - 1, epoch * NPROG) & (ok != 0):
+    if _last_to_land(sync_ptr + N_COUNTERS, epoch, NPROG) & (ok != 0):  # the last counter, sync[1 + N_COUNTERS - 1]
         tl.atomic_xchg(sync_ptr, epoch, sem="release")

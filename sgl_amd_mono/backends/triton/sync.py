@@ -29,13 +29,6 @@ def arrive(sync_ptr, counter):
 
 
 @triton.jit
-def arrive_last(sync_ptr, counter, target):
-    """`arrive`, returning whether this arrival made the counter reach `target` (the step's last one)."""
-    tl.debug_barrier()
-    return tl.atomic_add(sync_ptr + 1 + counter, 1, sem="acq_rel") == target - 1
-
-
-@triton.jit
 def _program_time():
     """The global timer (ns) as one value for the whole program (the latest of its threads' reads).
     Each thread reads its own timer; a wait that compared per-thread reads could let the threads of one
