@@ -14,7 +14,9 @@ import dataclasses
 
 import torch
 
-ERR_WORDS = 8  # err: [8] int64 = [flag, launch, stage, program, waited_on, seen, target, epoch]
+# err: [ERR_WORDS] int64, one word a field; the lowerings index it by these names (never by number)
+ERR_FIELDS = ("flag", "launch", "stage", "program", "waited_on", "seen", "target", "epoch")
+ERR_WORDS = len(ERR_FIELDS)
 ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
 
 # A spin-count bound is the portable deadline (Triton's interpreter, HIP, CUDA): one poll of a
@@ -71,10 +73,10 @@ class ErrorWord:
 
 def read_error(err: torch.Tensor) -> ErrorWord | None:
     """The decoded error word, or None while healthy (synchronises: call it outside the step)."""
-    w = [int(v) for v in err.detach().to("cpu").tolist()]
-    if w[0] == 0:
+    w = dict(zip(ERR_FIELDS, (int(v) for v in err.detach().to("cpu").tolist())))
+    if w.pop("flag") == 0:
         return None
-    return ErrorWord(launch=w[1], stage=w[2], program=w[3], waited_on=w[4], seen=w[5], target=w[6], epoch=w[7])
+    return ErrorWord(**w)
 
 
 def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:

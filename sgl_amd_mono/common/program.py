@@ -119,10 +119,11 @@ def check_acyclic(prog: LaunchProgram, placement: Placement) -> None:
 
 
 def check_dataflow(prog: LaunchProgram) -> None:
-    """Every buffer a stage reads is a launch input or written by an earlier stage."""
+    """Every buffer a stage reads is a launch input, written by an earlier stage, or written by the stage
+    itself (a buffer its tasks hand each other: split-K parts summed by the last part to land)."""
     have = set(prog.inputs)
     for st in prog.stages:
-        bad = [b for b in st.reads if b not in have]
+        bad = [b for b in st.reads if b not in have and b not in st.writes]
         if bad:
             raise ValueError(f"launch {prog.name}: stage {st.name} reads {bad} before any stage writes them")
         have.update(st.writes)

@@ -37,10 +37,18 @@ def _fp8_linear(n: int, k: int, g: torch.Generator, device) -> tuple[torch.Tenso
     return w, ws
 
 
-def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu") -> tuple[AttentionWeights, MoeWeights]:
+def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu",
+                   rank: int = 0) -> tuple[AttentionWeights, MoeWeights]:
+    """Rank `rank`'s shard at TP `tp` of one full (TP1) draw of random layer weights in SGLang's layouts:
+    every rank of a TP group is cut from the same draw (`shard_weights`), so rank partials summed in rank
+    order are the full layer's (`layer.shared_layer_ranks`)."""
+    full = _random_full_weights(geo, seed=seed, device=device)
+    return full if tp == 1 else shard_weights(geo, *full, tp=tp, rank=rank)
+
+
+def _random_full_weights(geo: Glm53Geometry, *, seed: int, device) -> tuple[AttentionWeights, MoeWeights]:
     g = torch.Generator(device=device).manual_seed(seed)
-    s = geo.shard(tp)
-    h, d = s.heads, geo.hidden
+    h, d = geo.heads, geo.hidden
     norm = lambda n: (1.0 + 0.1 * torch.randn(n, generator=g, device=device)).to(torch.bfloat16)  # noqa: E731
     qkv_a, qkv_a_s = _fp8_linear(geo.qkv_a_out, d, g, device)
     q_b, q_b_s = _fp8_linear(h * geo.qk_head, geo.q_lora, g, device)
@@ -53,7 +61,7 @@ def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu") 
         q_b=q_b, q_b_s=q_b_s, w_kc=w_kc.transpose(1, 2), w_vc=w_vc.transpose(1, 2),
         o_proj=o_proj, o_proj_s=o_proj_s, post_norm=norm(d),
     )
-    e, i = geo.n_routed + 1, s.moe_inter
+    e, i = geo.n_routed + 1, geo.moe_inter
     kw = dict(generator=g, device=device)
     w13 = torch.cat([(torch.randn(1, 2 * i, d, **kw) * 0.5).to(FP8) for _ in range(e)])
     w13_s = (torch.rand(e, 2 * i // 128, d // 128, **kw) + 0.5) / (0.5 * d**0.5)
@@ -67,9 +75,35 @@ def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu") 
     return attn, moe
 
 
+def shard_weights(geo: Glm53Geometry, attn: AttentionWeights, moe: MoeWeights, *, tp: int,
+                  rank: int) -> tuple[AttentionWeights, MoeWeights]:
+    """Rank `rank`'s TP shard of full layer weights, as SGLang shards them: q_b rows, w_kc / w_vc and
+    o_proj's input columns by head; every expert's gate and up rows and down columns by intermediate
+    column (the fused shared expert too); the rest replicated. Copies (each shard its own tensors, strides
+    kept); ValueError if a shard would split a 128-block of scales."""
+    s = geo.shard(tp)
+    hq, hv, i = s.heads * geo.qk_head, s.heads * geo.v_head, s.moe_inter
+    if not 0 <= rank < tp:
+        raise ValueError(f"rank {rank} is not in [0, {tp})")
+    bad = [f"{name} {n} a rank is not a multiple of 128" for name, n in (("q_b rows", hq), ("o_proj columns", hv),
+                                                                         ("moe_inter", i)) if n % 128]
+    if bad:
+        raise ValueError("; ".join(bad))
+    rows = lambda t, n: t[rank * n: (rank + 1) * n].clone()  # noqa: E731
+    cols = lambda t, n: t[..., rank * n: (rank + 1) * n].clone()  # noqa: E731
+    half = lambda t, n, whole: torch.cat((t[:, rank * n: (rank + 1) * n], t[:, whole + rank * n: whole + (rank + 1) * n]), 1)  # noqa: E731
+    a = dataclasses.replace(
+        attn, q_b=rows(attn.q_b, hq), q_b_s=rows(attn.q_b_s, hq // 128), w_kc=rows(attn.w_kc, s.heads),
+        w_vc=rows(attn.w_vc, s.heads), o_proj=cols(attn.o_proj, hv), o_proj_s=cols(attn.o_proj_s, hv // 128))
+    m = dataclasses.replace(
+        moe, w13=half(moe.w13, i, geo.moe_inter), w13_s=half(moe.w13_s, i // 128, geo.moe_inter // 128),
+        w2=cols(moe.w2, i), w2_s=cols(moe.w2_s, i // 128))
+    return a, m
+
+
 @dataclasses.dataclass
 class Step:
-    """One step's inputs (see launch_shared's docstring for shapes)."""
+    """One step's inputs, named as the shared kind's table names them (`glm53/kinds/halves.py`: shapes)."""
 
     hidden: torch.Tensor
     residual: torch.Tensor
@@ -115,7 +149,7 @@ def random_step(geo: Glm53Geometry, *, width: int, context: int, kv_dtype: torch
 
 
 def oracle(geo, attn_w, moe_w, step: Step) -> tuple[dict, torch.Tensor]:
-    """layer.shared_layer on a copy of the step's cache: (outputs, the cache after the step)."""
+    """layer.shared_layer on a copy of the step's cache: (outputs by the table's names, the cache after)."""
     from sgl_amd_mono.glm53 import layer
 
     kv = step.kv_cache.clone()

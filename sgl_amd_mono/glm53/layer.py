@@ -69,6 +69,15 @@ class AttentionOut:
     kv_rows: torch.Tensor  # [R, kv_lora + rope] in the cache dtype: the rows written this step
 
 
+def layer_tensors(*parts) -> dict:
+    """The tensors of weight dataclasses (AttentionWeights, MoeWeights, ...) by field name: the names a
+    launch kind's table gives its weights. No copy is made."""
+    out = {}
+    for p in parts:
+        out.update({f.name: getattr(p, f.name) for f in dataclasses.fields(p)})
+    return out
+
+
 def _absorb(x: torch.Tensor, w: torch.Tensor, w_scale: Optional[float]) -> torch.Tensor:
     """Per-head x @ w as SGLang's forward_mla: x [R, H, a] bf16, w [H, a, b] -> [R, H, b] bf16.
 
@@ -172,12 +181,47 @@ def shared_layer(
     """One MoE layer that reuses the previous top-k, on one rank with TP 1 semantics (the o_proj
     partial is the full sum). The "shared" launch computes exactly this.
 
-    Returns {"out": [R, D] bf16 FFN output, "residual": [R, D] bf16, "o": [R, D] bf16 o_proj,
-    "kv_rows": [R, kv_lora + rope], "ids": [R, k+1] int32, "weights": [R, k+1] f32}.
+    Returns the shared kind's outputs by their table names (`kinds/halves.py`): {"out": [R, D] bf16 FFN
+    output, "residual_out": [R, D] bf16, "o": [R, D] bf16 o_proj, "expert_ids": [R, k+1] int32,
+    "expert_weights": [R, k+1] f32}, and "kv_rows": [R, kv_lora + rope] (the cache rows written).
     """
     a = attention_half(
         geo, attn_w, hidden=hidden, residual=residual, cos_sin=cos_sin,
         kv_cache=kv_cache, out_loc=out_loc, topk_slots=topk_slots,
     )
     out, res, aux = moe_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual)
-    return {"out": out, "residual": res, "o": a.o, "kv_rows": a.kv_rows, "ids": aux["ids"], "weights": aux["weights"]}
+    return {"out": out, "residual_out": res, "o": a.o, "kv_rows": a.kv_rows, "expert_ids": aux["ids"],
+            "expert_weights": aux["weights"]}
+
+
+def sum_in_rank_order(parts: list) -> torch.Tensor:
+    """Rank partials [R, D] bf16 summed in f32 in rank order 0, 1, ..., rounded to bf16 once: what every
+    rank holds after the launches' cross-rank reduction (the same bits on every rank)."""
+    acc = parts[0].float()
+    for p in parts[1:]:
+        acc = acc + p.float()
+    return acc.to(torch.bfloat16)
+
+
+def shared_layer_ranks(
+    geo: Glm53Geometry,
+    shards: list,
+    *,
+    hidden: torch.Tensor,
+    residual: torch.Tensor,
+    cos_sin: torch.Tensor,
+    kv_cache: torch.Tensor,
+    out_loc: torch.Tensor,
+    topk_slots: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """`shared_layer` at TP = len(shards) from every rank's weights (`launch_inputs.shard_weights`): each
+    rank's attention half gives its o_proj partial, summed in rank order; each rank's MoE half on that sum
+    gives its FFN partial, summed in rank order. Outputs as shared_layer's plus "o_parts" / "out_parts"
+    (the rank partials)."""
+    halves = [attention_half(geo, aw, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,
+                             out_loc=out_loc, topk_slots=topk_slots) for aw, _ in shards]
+    o = sum_in_rank_order([a.o for a in halves])
+    ffn = [moe_half(geo, mw, aw.post_norm, attn_o=o, residual=halves[0].residual) for aw, mw in shards]
+    out = sum_in_rank_order([f[0] for f in ffn])
+    return {"out": out, "residual_out": ffn[0][1], "o": o, "kv_rows": halves[0].kv_rows, "expert_ids": ffn[0][2]["ids"],
+            "expert_weights": ffn[0][2]["weights"], "o_parts": [a.o for a in halves], "out_parts": [f[0] for f in ffn]}

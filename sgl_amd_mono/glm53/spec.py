@@ -21,6 +21,7 @@ from sglang.kernels.plugin_kernels.amd.spec import (
 )
 
 from sgl_amd_mono.glm53 import refusals
+from sgl_amd_mono.glm53.bounds import SERVING_VS_SGLANG
 from sgl_amd_mono.glm53.backends_available import launch_backend_reason  # noqa: F401  (re-exported for explain)
 
 NAME = "glm53"
@@ -48,33 +49,8 @@ def launch_widths(*, isa: str, tp: int) -> tuple[int, ...]:
     return tuple(w for w in WIDTHS_BY_TP.get(tp, ()) if w in DEVICES[isa].widths)
 
 
-# Bounds against SGLang's standard path on the same GPU, <launch>.<output>.<metric>. Values are seed 004's
-# (MI355X, TP8, GLM-5.3, its SGLANG_AMD_MONO_CHECK serving runs): bounds about 3x the serving maximum.
-# They are starting points for our launches, to be re-measured on them with a negative control each.
-BOUNDS = {
-    # shared / indexer (MoE layers 3-77): seed's layer.streams.cosine bound 0.95 (serving min 0.988)
-    "shared.streams.cosine": 0.95,
-    "indexer.streams.cosine": 0.95,
-    # seed's nextn.kv.cosine bound 0.995 (layer.kv.cosine serving min 0.9991)
-    "shared.kv.cosine": 0.995,
-    "indexer.kv.cosine": 0.995,
-    # seed's nextn.index.cosine bound 0.999 (layer.index.cosine serving min 0.99986)
-    "indexer.index.cosine": 0.999,
-    # dense layers 1-2: seed's dense.* bounds (serving maxima 0.068, 0.029, 4.4e-5, 9.7e-3, 0.036);
-    # attn is 2.2x, not 3x, so the o_proj x1.2 control (0.197-0.210) still fails it
-    "dense.attn.rel": 0.15,
-    "dense.mlp_in.rel": 0.09,
-    "dense.mid.rel": 1.7e-4,
-    "dense.x.rel": 2.8e-2,
-    "dense.excess.rel": 0.11,
-    # layer 0 from token ids: a dense launch; seed's dense.mlp_in max (0.029) was layer 0's
-    "tokens.attn.rel": 0.15,
-    "tokens.mlp_in.rel": 0.09,
-    # final norm + LM head + all-gather: seed's head.logits.rel 1.7e-3 (max 4.8e-4) and
-    # head.logits_vs_fp32.rel 7.5e-3 (max 2.25e-3)
-    "tail.logits.rel": 1.7e-3,
-    "tail.logits_vs_fp32.rel": 7.5e-3,
-}
+# Bounds against SGLang's standard path on the same GPU (serving vs SGLang): `bounds.py` lists every table.
+BOUNDS = SERVING_VS_SGLANG
 
 REQUIRES = Requirements(
     dtypes=frozenset({"bfloat16"}),

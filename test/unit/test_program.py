@@ -3,19 +3,31 @@
 import pytest
 import torch
 
+from sgl_amd_mono.backends.triton import kinds
+from sgl_amd_mono.backends.triton.launch import SCRATCH_LIMIT
+from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.common import guard, program
+from sgl_amd_mono.common.launch import LaunchOptions
 from sgl_amd_mono.glm53 import launch_inputs as li
-from sgl_amd_mono.glm53 import launch_shared as ls
+from sgl_amd_mono.glm53.kinds import shared
+from sgl_amd_mono.glm53.kinds.dims import layer_dims
+from sgl_amd_mono.glm53.layer import layer_tensors
+
+
+def _dims(tp=8, width=4, n_programs=132):
+    geo = li.glm53_geometry()
+    tiles = Tiles().resolve(geo, tp=tp, width=width, n_programs=n_programs)
+    return layer_dims(geo, tp=tp, width=width, tiles=tiles, n_programs=n_programs, kv_dtype=torch.bfloat16)
 
 
 def _prog(tp=8, width=4):
-    return ls.describe(li.glm53_geometry(), tp=tp, width=width, tiles=ls.Tiles())
+    return shared.TABLE.program(_dims(tp, width), rows=width)
 
 
 @pytest.mark.parametrize("n_programs", [1, 7, 132])
 def test_shared_program_passes_static_checks(n_programs):
-    prog = _prog()
-    program.check_all(prog, program.place_round_robin(prog, n_programs), ls.SCRATCH_LIMIT)
+    prog = shared.TABLE.check(_dims(n_programs=n_programs), rows=4, n_programs=n_programs, scratch_limit=SCRATCH_LIMIT)
+    program.check_all(prog, program.place_round_robin(prog, n_programs), SCRATCH_LIMIT)
 
 
 def test_cyclic_placement_refused():
@@ -79,15 +91,31 @@ def test_amd_residency():
 
 
 def test_bad_builds_refused():
+    """Each refusal names its value; several at once are all listed."""
     geo = li.glm53_geometry()
-    for kw, text in [(dict(tp=8, width=3), "width 3"), (dict(tp=4, width=1), "tp=4"),
-                     (dict(tp=8, width=1, kv_dtype=torch.float16), "kv cache dtype")]:
+    opts = LaunchOptions(placement="sequential")
+    for kw, text in [(dict(tp=8, width=17), "width 17 is not between 1 and 16 rows"),
+                     (dict(tp=3, width=1), "tp 3: num_attention_heads 64 is not divisible by tp 3"),
+                     (dict(tp=8, width=1, kv_dtype=torch.float16), "kv cache dtype torch.float16 is not one of")]:
         kw.setdefault("kv_dtype", torch.bfloat16)
         with pytest.raises(ValueError, match=text):
-            ls.build_shared(geo, None, None, device="cpu", **kw)
-    aw, mw = li.meta_weights(geo, tp=8)
-    with pytest.raises(ValueError, match="the tp=1 shard needs"):
-        ls.build_shared(geo, aw, mw, tp=1, width=1, kv_dtype=torch.bfloat16, device="cpu")
+            kinds.plan("shared", geo, device="cpu", options=opts, tiles=Tiles(), **kw)
+    with pytest.raises(ValueError, match="width 0 is not between.*; kv cache dtype torch.float16"):
+        kinds.plan("shared", geo, tp=8, width=0, kv_dtype=torch.float16, device="cpu", options=opts, tiles=Tiles())
+
+
+def test_weights_of_another_shard_refused_at_bind():
+    """TP1 weights bound to a TP8 plan: every weight that differs is named with both shapes."""
+    geo = li.glm53_geometry()
+    plan = kinds.plan("shared", geo, tp=8, width=1, kv_dtype=torch.bfloat16, device="meta",
+                      options=LaunchOptions(n_programs=132), tiles=Tiles())
+    with pytest.raises(ValueError) as e:
+        plan.bind(layer_tensors(*li.meta_weights(geo, tp=1)))
+    msg = str(e.value)
+    for name, got, want in [("q_b", (16384, 2048), [2048, 2048]), ("w13", (257, 4096, 6144), [257, 512, 6144]),
+                            ("o_proj", (6144, 16384), [6144, 2048])]:
+        assert f"weight {name} is {got} " in msg and f"built for {want}" in msg, msg
+    assert "qkv_a " not in msg  # replicated: the same at every TP
 
 
 def test_error_word_decodes():
@@ -95,6 +123,6 @@ def test_error_word_decodes():
     assert guard.read_error(err) is None
     err[:] = torch.tensor([guard.ERR_FLAG, 3, 5, 92, 5, 0, 132, 1])
     with pytest.raises(RuntimeError, match="program 92 in stage attn missed its deadline"):
-        guard.check_error(err, {3: "shared"}, list(ls.STAGE_NAMES))
+        guard.check_error(err, {3: "shared"}, shared.TABLE.stage_names())
     with pytest.raises(ValueError):
         guard.Deadline.from_seconds(0)

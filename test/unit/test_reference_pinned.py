@@ -42,18 +42,54 @@ def bound(request, tiny_fp8, tiny_bf16):
     return request.param, model, geo, bind_model(model, geo)
 
 
+def _batch(mode: str, ids: torch.Tensor):
+    """A real ForwardBatch as the step hands `model.logits_processor` (runner.py's tail): DECODE, one row
+    per request; TARGET_VERIFY, ROWS draft rows of one request with the hidden states captured."""
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
+
+    is_verify = mode == "target_verify"
+    bs = 1 if is_verify else ROWS
+    lens = torch.full((bs,), 40, dtype=torch.int64)
+    return ForwardBatch(
+        forward_mode=ForwardMode.TARGET_VERIFY if is_verify else ForwardMode.DECODE, batch_size=bs,
+        input_ids=ids, req_pool_indices=torch.arange(bs), seq_lens=lens, out_cache_loc=torch.arange(ROWS) + 1,
+        seq_lens_sum=int(lens.sum()), positions=torch.arange(ROWS) + 40,
+        capture_hidden_mode=CaptureHiddenMode.FULL if is_verify else CaptureHiddenMode.NULL,
+    )
+
+
 @torch.no_grad()
-def test_embedding_and_lm_head(bound):
+def test_embedding(bound):
     _, model, geo, w = bound
     ids = torch.tensor([0, 3, 77, 255, 9])
     _check("reference.embed.max_abs", torch.nn.functional.embedding(ids, w.embed),
            model.model.embed_tokens(ids), torch.nn.functional.embedding((ids + 1) % geo.vocab, w.embed))
-    h = _x(1)
-    logits = model.logits_processor  # SGLang's tail: lm_head matmul in bf16, then fp32
-    ours = torch.nn.functional.linear(h, model.lm_head.weight).float()
-    theirs = torch.matmul(h, model.lm_head.weight.T).float()  # LogitsProcessor._compute_lm_head
-    _check("reference.lm_head.max_abs", ours, theirs, ours * 1.01)
-    assert logits is not None
+
+
+@pytest.mark.parametrize("mode", ["decode", "target_verify"])
+@torch.no_grad()
+def test_lm_head_logits(bound, mode):
+    """The step's logits (runner.py: `model.logits_processor(ids, normed, lm_head, forward_batch)`, SGLang's
+    LogitsProcessor) are the bf16 lm_head GEMM rounded to bf16, then fp32: no scale, softcap or fp32 head."""
+    _, model, geo, _ = bound
+    ids = torch.tensor([0, 3, 77, 255, 9])
+    h = _x(1, geo.hidden)
+    weight = model.lm_head.weight
+    out = model.logits_processor(ids, h, model.lm_head, _batch(mode, ids))
+    theirs = out.next_token_logits
+    assert theirs.dtype == torch.float32 and theirs.shape == (ROWS, geo.vocab)
+    if mode == "target_verify":  # the verify step hands the post-norm hidden rows back as they came in
+        assert torch.equal(out.hidden_states, h)
+    else:
+        assert out.hidden_states is None
+    ours = torch.nn.functional.linear(h, weight).float()
+    row0 = weight.clone()
+    row0[0] *= 1.5
+    _check("reference.lm_head.max_abs", ours, theirs, torch.nn.functional.linear(h, row0).float())
+    # The fp32 lm_head (no bf16 rounding of the logits) is another head: it must fail the bitwise bound too.
+    fp32_ok, fp32_value = within("reference.lm_head.max_abs", h.float() @ weight.float().t(), theirs)
+    assert not fp32_ok, f"the fp32 lm_head ({fp32_value:.3g}) passes the bound {BOUNDS['reference.lm_head.max_abs']}"
+    print(f"reference.lm_head.max_abs {mode}: fp32-head control {fp32_value:.3g}")
 
 
 @torch.no_grad()

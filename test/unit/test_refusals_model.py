@@ -98,7 +98,22 @@ def test_planted_defect_is_refused(tiny, monkeypatch, name, plant, names):
 
 
 def test_a_model_of_another_geometry_is_refused_not_crashed(tiny):
+    """A config of 3 heads over the 4-head model: every head-sized tensor of every layer is named with
+    its shape and the 3-head shape (q_b_proj 4*128 rows, o_proj 4*64 columns, w_kc / w_vc 4 heads);
+    o_proj's scale has ceil(192/128) = ceil(256/128) blocks either way, and nothing else depends on heads.
+    The clean model under its own config has no reason (test_cpu_model_passes_the_cpu_spec)."""
     model, hf_config = tiny
+    assert hf_config.num_attention_heads == 4
     other = type(hf_config)(**{**hf_config.to_dict(), "num_attention_heads": 3})
     reasons = CPU_SPEC.model_disable_reasons(model, other, {})
-    assert reasons and all(isinstance(r, str) for r in reasons)
+    assert reasons == [
+        reason
+        for i in range(hf_config.num_hidden_layers)
+        for reason in (
+            f"model.layers.{i}.self_attn.q_b_proj.weight shape [512, 128] is not [384, 128]",
+            f"model.layers.{i}.self_attn.q_b_proj.weight_scale_inv shape [4, 1] is not [3, 1]",
+            f"model.layers.{i}.self_attn.o_proj.weight shape [256, 256] is not [256, 192]",
+            f"model.layers.{i}.self_attn.w_kc shape [4, 64, 128] is not [3, 64, 128]",
+            f"model.layers.{i}.self_attn.w_vc shape [4, 128, 64] is not [3, 128, 64]",
+        )
+    ]

@@ -1,49 +1,54 @@
 """Tile choices the shared launch resolves at build: MoE down's column slice for a grid, MoE up's k parts
-for a grid and width, attention splits for a width (`launch_shared.Tiles.for_programs` / `for_width`)."""
+for a grid and width, attention splits for a width (`backends/triton/tiles.Tiles.for_programs` / `for_width`)."""
 
 import pytest
 
+import torch
+
+from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.glm53 import launch_inputs as li
-from sgl_amd_mono.glm53 import launch_shared as ls
+from sgl_amd_mono.glm53.kinds import shared
+from sgl_amd_mono.glm53.kinds.dims import layer_dims, max_used_experts
 
 
 @pytest.mark.parametrize("programs,parts,want", [(132, 1, 48), (256, 1, 24), (264, 1, 24), (1, 1, 6144),
                                                   (132, 2, 96), (256, 2, 48), (1, 2, 6144)])
 def test_down_slice_covers_hidden_in_one_round(programs, parts, want):
     geo = li.glm53_geometry()
-    dcw = ls.Tiles(dn_parts=parts).for_programs(geo, programs, tp=8, width=1).dcw
+    dcw = Tiles(dn_parts=parts).for_programs(geo, programs, tp=8, width=1).dcw
     assert dcw == want
     # every (output slice, part of the experts) task has its own program (a grid of 1 runs both parts)
     assert -(-geo.hidden // dcw) * parts <= max(programs, parts)
 
 
 def test_down_slice_given_is_kept():
-    assert ls.Tiles(dcw=96).for_programs(li.glm53_geometry(), 132, tp=8, width=1).dcw == 96
+    assert Tiles(dcw=96).for_programs(li.glm53_geometry(), 132, tp=8, width=1).dcw == 96
 
 
 @pytest.mark.parametrize("width,want", [(1, 6), (2, 4), (4, 4), (8, 4)])
 def test_up_parts_fill_one_round_at_one_row(width, want):
     geo = li.glm53_geometry()
-    t = ls.Tiles().for_programs(geo, 132, tp=8, width=width)
+    t = Tiles().for_programs(geo, 132, tp=8, width=width)
     assert t.ks_u == want
     # one row's up tasks (its top_k + 1 experts' column tiles x k parts) fit one round of the grid, with
     # fewer k blocks a task than 4 parts leave
-    tasks = ls.max_used_experts(geo, width) * (geo.shard(8).moe_inter // t.bu) * t.ks_u
+    tasks = max_used_experts(geo, width) * (geo.shard(8).moe_inter // t.bu) * t.ks_u
     if width == 1:
         assert tasks <= 132 and (geo.hidden // 128) // t.ks_u < (geo.hidden // 128) // 4
-    assert ls.Tiles(ks_u=8).for_programs(geo, 132, tp=8, width=width).ks_u == 8  # a given count is kept
-    assert ls.Tiles().for_target("gfx950").for_programs(geo, 256, tp=8, width=width).ks_u == 4
+    assert Tiles(ks_u=8).for_programs(geo, 132, tp=8, width=width).ks_u == 8  # a given count is kept
+    assert Tiles().for_target("gfx950").for_programs(geo, 256, tp=8, width=width).ks_u == 4
 
 
 @pytest.mark.parametrize("width,want", [(1, 32), (2, 32), (4, 32), (8, 16)])
 def test_attention_splits_by_width(width, want):
-    assert ls.Tiles().for_width(width).nsplit == want
-    assert ls.Tiles(nsplit=8).for_width(width).nsplit == 8  # a given split count is kept
+    assert Tiles().for_width(width).nsplit == want
+    assert Tiles(nsplit=8).for_width(width).nsplit == 8  # a given split count is kept
 
 
 def test_built_launch_resolves_both():
-    """describe() of a built width counts the tasks of the resolved tiles (no 0-sized stage)."""
+    """The table's task counts at a resolved build (`Tiles.resolve`): no 0-sized stage."""
     geo = li.glm53_geometry()
-    prog = ls.describe(geo, tp=8, width=1, tiles=ls.Tiles(), n_programs=132)
-    tasks = {s.name: s.n_tasks for s in prog.stages}
+    tiles = Tiles().resolve(geo, tp=8, width=1, n_programs=132)
+    tasks = shared.TABLE.task_counts(layer_dims(geo, tp=8, width=1, tiles=tiles, n_programs=132,
+                                                kv_dtype=torch.bfloat16))
     assert tasks["attn"] == 32 and tasks["down"] == 128 and tasks["up"] == 9 * 2 * 6

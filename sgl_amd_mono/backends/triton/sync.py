@@ -1,23 +1,38 @@
-"""Device-side hand-offs for persistent Triton launches: epoch-tagged arrival counters and bounded waits.
+"""Device-side hand-offs for persistent Triton launches: epoch-tagged arrival counters, bounded waits,
+last-arrival counts, trace stamps, and a launch's start and end. Every kind's kernel uses these, with its
+stage count as a constexpr, so a change to the hand-off lands in every kind at once.
 
-sync: [1 + n_counters] int32. sync[0] is the epoch (steps completed); sync[1 + s] counts arrivals
-at stage s over every step. Counters are monotonic and never reset: in the step with epoch E
-(E = sync[0] + 1 read at launch start) a stage is complete when its counter reaches E * NPROG.
-The launch advances sync[0] itself at its end (the last program to arrive at the last counter, so no
-program waits there), so a replayed CUDA graph needs no host write.
-A wait that passes its deadline writes the error word (`common/guard.py`) and returns 0; every
-other wait then sees err[0] != 0 and returns 0 at once, so the launch drains instead of hanging.
+sync: [1 + N_STAGES + counts] int32 (`common/kind.SyncLayout`). sync[0] is the epoch (launches completed
+on this sync buffer); sync[1 + s] counts arrivals at stage s over every launch. Counters are monotonic and
+never reset: in the launch with epoch E (E = sync[0] + 1 read at launch start) stage s is complete when its
+counter reaches E * NPROG. Every comparison of a counter with its target is taken on their int32
+difference, so it stays right when the words wrap (a sync buffer shared by the 57 shared layers of a width
+takes 57 * 132 arrivals a step at a stage: int32 wraps after ~285K steps). The launch advances sync[0]
+itself at its end (the last program to arrive at the last stage's counter), so a replayed CUDA graph needs
+no host write. A wait that passes its deadline writes the error word (`common/guard.py`, whose field names
+index it here) and returns 0; every later wait sees err[flag] != 0 and returns 0 at once, so the launch
+drains instead of hanging.
 """
 
 import triton
 import triton.language as tl
 
-ERR_FLAG: tl.constexpr = tl.constexpr(0x5EAD)
+from sgl_amd_mono.common import guard
+
+ERR_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FLAG)
+_E_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("flag"))
+_E_LAUNCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("launch"))
+_E_STAGE: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("stage"))
+_E_PROGRAM: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("program"))
+_E_WAITED_ON: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("waited_on"))
+_E_SEEN: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("seen"))
+_E_TARGET: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("target"))
+_E_EPOCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("epoch"))
 
 
 @triton.jit
 def read_epoch(sync_ptr):
-    """The epoch of this step (steps completed so far + 1)."""
+    """The epoch of this launch (launches completed on this sync buffer + 1)."""
     return tl.atomic_add(sync_ptr, 0, sem="acquire") + 1
 
 
@@ -40,7 +55,8 @@ def _program_time():
 @triton.jit
 def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoch, bound,
                  TIMER: tl.constexpr):
-    """Spin until sync[1 + counter] >= target, at most `bound` (ns with TIMER, else polls).
+    """Spin until sync[1 + counter] has reached target (their int32 difference >= 0), at most `bound`
+    (ns with TIMER, else polls).
 
     Returns 1 when satisfied, 0 when the deadline passed or another program already failed. Every
     value the loop decides on is the same in all of the program's threads (atomics return one value a
@@ -52,29 +68,94 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
     over = seen < 0
     if TIMER:
         t0 = _program_time()
-    while (seen < target) & (stop == 0):
+    while ((seen - target) < 0) & (stop == 0):  # int32 difference: right across a wrap
         polls += 1
         # the error word and the deadline every 8th poll only, so a poll is one load of the counter (each
         # read here is a round trip to L2 and a block barrier, and reading both every poll doubled the poll)
         if polls % 8 == 0:
-            flag = tl.atomic_add(err_ptr, 0, sem="relaxed")
+            flag = tl.atomic_add(err_ptr + _E_FLAG, 0, sem="relaxed")
             if TIMER:
                 over = (_program_time() - t0) > bound
             else:
                 over = polls > bound
             stop = (over | (flag != 0)).to(tl.int32)
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
-    ok = (seen >= target).to(tl.int32)
+    ok = ((seen - target) >= 0).to(tl.int32)
     if ok == 0:
         z = seen.to(tl.int64) * 0
-        first = tl.atomic_cas(err_ptr, z, z + ERR_FLAG, sem="acq_rel")
+        first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + ERR_FLAG, sem="acq_rel")
         if first == 0:  # the first program to miss writes where
-            tl.store(err_ptr + 1, (z + launch_id).to(tl.int64))
-            tl.store(err_ptr + 2, (z + stage).to(tl.int64))
-            tl.store(err_ptr + 3, (z + pid).to(tl.int64))
-            tl.store(err_ptr + 4, (z + counter).to(tl.int64))
-            tl.store(err_ptr + 5, seen.to(tl.int64))
-            tl.store(err_ptr + 6, (z + target).to(tl.int64))
-            tl.store(err_ptr + 7, (z + epoch).to(tl.int64))
+            tl.store(err_ptr + _E_LAUNCH, (z + launch_id).to(tl.int64))
+            tl.store(err_ptr + _E_STAGE, (z + stage).to(tl.int64))
+            tl.store(err_ptr + _E_PROGRAM, (z + pid).to(tl.int64))
+            tl.store(err_ptr + _E_WAITED_ON, (z + counter).to(tl.int64))
+            tl.store(err_ptr + _E_SEEN, seen.to(tl.int64))
+            tl.store(err_ptr + _E_TARGET, (z + target).to(tl.int64))
+            tl.store(err_ptr + _E_EPOCH, (z + epoch).to(tl.int64))
     tl.debug_barrier()
     return ok
+
+
+@triton.jit
+def stamp(trace_ptr, pid, slot, N_STAGES: tl.constexpr, TRACE: tl.constexpr):
+    """TRACE builds only: this program's global timer (ns) at trace[pid, slot] (`common/trace.py`)."""
+    if TRACE:
+        tl.debug_barrier()
+        tl.store(trace_ptr + pid * (2 * N_STAGES) + slot, tl.extra.cuda.globaltimer())
+
+
+@triton.jit
+def hand_off(sync_ptr, err_ptr, trace_ptr, S: tl.constexpr, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr,
+             N_STAGES: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, TRACE: tl.constexpr):
+    """End stage S on this program and wait for every program to end it. Returns the new ok.
+    TRACE: stamps trace[pid, 2S] at the arrival and trace[pid, 2S + 1] at the wait's exit.
+    SKIP_ARRIVE: a planted missing arrival at that stage (deadline tests); -1 = none."""
+    stamp(trace_ptr, pid, 2 * S, N_STAGES, TRACE)
+    if S != SKIP_ARRIVE:
+        arrive(sync_ptr, S)
+    if ok != 0:
+        ok = wait_counter(sync_ptr, S, epoch * NPROG, err_ptr, launch_id, S, pid, epoch, bound, TIMER)
+    stamp(trace_ptr, pid, 2 * S + 1, N_STAGES, TRACE)
+    return ok
+
+
+@triton.jit
+def last_to_land(count_ptr, epoch, n_parts):
+    """Count this task's part (its stores first) at an epoch-tagged arrival count that takes n_parts a
+    launch; true for the launch's last part to land, which may then read all of them."""
+    tl.debug_barrier()  # every thread's part stored before the arrival
+    return tl.atomic_add(count_ptr, 1, sem="acq_rel") == epoch * n_parts - 1
+
+
+@triton.jit
+def live_tasks(n_tasks, ok, S: tl.constexpr, SKIP_MASK: tl.constexpr):
+    """A stage's task count for this launch: 0 once a wait failed (the launch drains), or when its bit is
+    set in SKIP_MASK (timing variants only: the stage is emptied)."""
+    return n_tasks * ok * (1 - ((SKIP_MASK >> S) & 1))
+
+
+@triton.jit
+def count_task(count_ptr, S: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """COUNT_TASKS builds (the interpreter's task-count check): one more task ran in stage S."""
+    if COUNT_TASKS:
+        tl.atomic_add(count_ptr + S, 1)
+
+
+@triton.jit
+def launch_start(sync_ptr, trace_ptr, N_STAGES: tl.constexpr, TRACE: tl.constexpr):
+    """(pid, epoch, ok) at a launch's start; TRACE stamps the start in the last stage's unused wait slot."""
+    pid = tl.program_id(0)
+    epoch = read_epoch(sync_ptr)
+    stamp(trace_ptr, pid, 2 * N_STAGES - 1, N_STAGES, TRACE)
+    return pid, epoch, pid * 0 + 1
+
+
+@triton.jit
+def launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG: tl.constexpr, N_STAGES: tl.constexpr,
+               TRACE: tl.constexpr):
+    """End of the launch: the last program to arrive at the last stage's counter advances the epoch (unless
+    its own waits failed); none waits. After a missed deadline the host reads the error word and resets
+    the sync words."""
+    stamp(trace_ptr, pid, 2 * (N_STAGES - 1), N_STAGES, TRACE)
+    if last_to_land(sync_ptr + N_STAGES, epoch, NPROG) & (ok != 0):  # the last stage's counter, sync[1 + N - 1]
+        tl.atomic_xchg(sync_ptr, epoch, sem="release")

@@ -1,280 +1,206 @@
-"""Triton tile helpers the launches share: block-FP8 W8A8 GEMV tiles, RMSNorm rows, interleaved rope.
-
-Rows are padded to 16 for `tl.dot` (R <= 16 live rows, masked). Activations are quantized once per
-128-wide group by their producer (SGLang's per_token_group_quant_fp8 numerics: scale = max(amax,
-1e-10) / 448) into fp8 + f32 scale scratch; GEMV tiles are split-K parts with a pipelined k loop. Scratch written inside a launch is read with
-`.cg` loads (L2, never a stale L1 line).
+"""Tile sizes of the Triton launches (`Tiles`): GEMV column tiles and split-K parts, pipeline depths, grid
+and warps, resolved per geometry, width, grid and target. Each tuning constant cites the H200 run that chose
+it (test/kernels/glm53/results/); gfx950's defaults are compile-only evidence (no AMD device ran them).
 """
 
-import os
+from __future__ import annotations
 
-import triton
-import triton.language as tl
+import dataclasses
 
-FP8_MAX: tl.constexpr = tl.constexpr(448.0)
-# Triton's interpreter truncates f32 -> bf16 and rounds f32 -> fp8 differently from the GPUs' RNE
-# conversions; under it the helpers below round to nearest-even by hand (same bits as the GPU).
-_SOFT_CVT: tl.constexpr = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
+import torch
 
+from sgl_amd_mono.glm53.config import Glm53Geometry
+from sgl_amd_mono.glm53.kinds.dims import max_used_experts, pow2
 
-@triton.jit
-def to_bf16(x):
-    """f32 -> bf16, round to nearest even (finite inputs)."""
-    if _SOFT_CVT:
-        b = x.to(tl.uint32, bitcast=True)
-        b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
-        return b.to(tl.float32, bitcast=True).to(tl.bfloat16)
-    else:
-        return x.to(tl.bfloat16)
+NUM_WARPS = 8  # at one program per SM; Tiles.num_warps gives 8 // progs_per_sm
 
-
-@triton.jit
-def dot_bf16(a, b):
-    """tl.dot of bf16 operands with f32 accumulation (the interpreter mis-reads bf16 dot operands,
-    so under it the exact f32 product of the same values is used)."""
-    if _SOFT_CVT:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-    else:
-        return tl.dot(a, b)
+# Build variants the GPU scripts A/B (time_layers --variants); Tiles' defaults are DEFAULT_VARIANT's.
+VARIANTS = {
+    "baseline": {"progs_per_sm": 1},
+    "pp2": {"progs_per_sm": 2},
+}
+# H200 (Triton 3.6), TP8, 8K context, one run of an earlier build (results/final_h200_time_8k.log), µs at
+# 1 / 2 rows: baseline 175.9 / 189.4, pp2 175.8 / 184.4; an L2 prefetch of the next stages' weights
+# before each wait (since removed) made it slower: 192.5 / 194.2. Two programs an SM gains <= 3%: baseline.
+DEFAULT_VARIANT = "baseline"
 
 
-@triton.jit
-def to_fp8(x):
-    """f32 in [-448, 448] -> fp8 e4m3fn, round to nearest even."""
-    if _SOFT_CVT:
-        b = x.to(tl.uint32, bitcast=True)
-        normal = ((b + 0x7FFFF + ((b >> 20) & 1)) & 0xFFF00000).to(tl.float32, bitcast=True)
-        y = tl.abs(x) * 512.0
-        sub = ((y + 12582912.0) - 12582912.0) / 512.0
-        sub = tl.where(x < 0, -sub, sub)
-        return tl.where(tl.abs(x) >= 0.015625, normal, sub).to(tl.float8e4nv)
-    else:
-        return x.to(tl.float8e4nv)
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
+    k blocks); be: gate experts a task; stages: software-pipeline depth of every k loop.
+    progs_per_sm: programs a SM (1 at 8 warps, 2 at 4 warps);
+    the grid is progs_per_sm x SMs, refused unless the compiled kernel can keep all of it resident."""
+
+    # H200 traces (test/kernels/glm53/results/trace_h200_tp8_*.log): 128-column GEMV tiles in 4 k parts and
+    # 4 pipeline stages beat 32/64 columns in 8 parts (qkv_a 10.0 vs 17.9 us, MoE up at 8 rows 49.9 vs 62.7);
+    # (MoE down, when it was one task per expert and column tile: 256-column tiles, 37.1 vs 49.9 us at 8 rows)
+    # qkv_a in 6 k parts (126 tasks, most programs busy) instead of 4 (84): work 6.7 / 6.4 us at 1 / 8 rows
+    # (results/final5_h200_trace.log) vs 8.7 / 8.7 (final4, in git at commit a6c80a3); swapped, 5.4-5.9 vs 6.9-7.2 at 1 / 4 / 8 rows
+    # (results/trace_h200_swap_ab.log); the helper alone: results/probe_tiles_h200.log
+    bn_a: int = 128
+    ks_a: int = 6
+    bn_b: int = 64
+    ks_b: int = 4
+    bn_o: int = 128
+    ks_o: int = 2
+    be: int = 16
+    ks_g: int = 8
+    bu: int = 128
+    # MoE up's k parts; 0: per grid and width (`for_programs`): at 1 row (always top_k + 1 used experts) the
+    # fewest k blocks on the busiest program (ties: 4, then fewer parts), 6 on 132 programs; 4 at more rows,
+    # where the count depends on how the rows' picks overlap. H200 TP8 8K (results/trace_h200_up_parts.log):
+    # 1 row 96.7 / 96.9 us vs 100.8 / 98.8 at 4 parts (time_layers), 95.5-95.6 vs 97.2-97.9 (traces); 2 rows,
+    # 3 parts: faster when all 17 experts are live (traces: 105.4-105.7 vs 109.0-109.1, 4 parts making 136
+    # tasks for 132 programs) but slower at time_layers' 15.8 (105.2 / 105.4 vs 103.1 / 103.2), so 4
+    ks_u: int = 0
+    dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / (programs / dn_parts)) rounded up to 8
+    # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
+    # both warpgroups) with 5 pipeline stages, against 1 part of 48-column tiles with 8 (H200, TP8 8K,
+    # results/trace_h200_dn_parts.log): down 25.6 vs 29.4 us work at 8 rows, 8.2 vs 7.9 at 1; 4 stages: 39.2
+    stages_dn: int = 5  # MoE down's pipeline depth over experts (its loop streams every used expert's slice)
+    dn_parts: int = 2  # MoE down's used experts split into this many parts, a task each per column tile
+    stages_up: int = 4  # MoE up's pipeline depth (its k loop holds gate and up tiles)
+    # attention: H200 traces at TP8 8K (results/trace_h200_tp8_attn.log), attn span at 1 / 8 rows: nsplit 32
+    # 11.5 / 20.5 us vs 16: 16.6 / 17.7 (w_uv 9.7 / 11.0 vs 7.4 / 8.2). att_blk 64 against 32
+    # (results/trace_h200_moe_flat.log, with the flat MoE up and o_proj's last arrivers): attn work 6.9 / 6.9 /
+    # 13.1 us vs 9.5 / 9.7 / 16.1 at 1 / 4 / 8 rows, launch 107.1 / 139.5 / 170.6 vs 110.2 / 141.5 / 174.2.
+    # Loading a split's slots once before its block loop, or a deeper pipeline over the blocks, gained nothing
+    # (results/trace_h200_attn_hoist.log): the blocks wait on their dot chains, not on their gathers.
+    att_blk: int = 64  # top-k slots an attention block gathers
+    # time_layers at 2 / 4 rows (results/time_layers_h200_nsplit_w2w4.txt): nsplit 32 118.0 / 145.8 us, 16 121.2 / 147.1
+    nsplit: int = 0  # attention splits a row; 0: 32 at 1-4 rows, 16 at more (`for_width`)
+    wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
+    route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
+    stages: int = 4
+    # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
+    # the fp8 tiles straight from shared memory instead of an mma.sync of f16-converted tiles. Faster, H200
+    # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
+    # 169.2. Not the default: the fp8 wgmma sums each 32-long k slice at reduced precision (GEMVs within
+    # ~1.5e-4 of exact vs ~1e-7), and the requantizations after them turn that into check_layer failures
+    # (results/check_layer_h200_swap_ab.log: o 0.022 vs bound 0.016, fp8 cache rows off by one fp8 step,
+    # out cosine 0.994 at 8 rows). Converting the tiles to f16 for an exact wgmma was slower than rows first
+    # (MoE down 60.4 vs 38.4 us at 8 rows, results/probe_tiles_h200_swap_f16.log).
+    swap_ab: bool = False
+    # swap_moe: swap_ab for the MoE GEMVs (up and down) only, the NVIDIA default. Their wgmma's reduced-precision
+    # sums (each 128-k block still scaled and added in f32, as DeepGEMM's fp8 GEMMs on sm_90) feed only act's
+    # and the output's roundings, not the router: H200, TP8 8K (results/trace_h200_swap_moe.log) 98.5 / 158.1
+    # us at 1 / 8 rows vs 104.6 / 166.7 rows first, check_layer passing every bound at TP8 rows 1-8, 8K and
+    # 128K, bf16 and fp8 KV. Its cost: where attention is exact (o.rel 0), out moves from within 7e-6 of the
+    # reference to within 3.1e-3 - 5.4e-3 (max rel; bound 6e-2), cosine still 1.0000. Its build's run:
+    # results/final6_h200_* (99.0 / 106.2 / 127.4 / 159.2 us at 1 / 2 / 4 / 8 rows); with down in 2 parts
+    # (dn_parts): results/final7_h200_* (99.8 / 106.7 / 125.7 / 154.9 us).
+    swap_moe: bool = True
+    # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
+    # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
+    # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
+    # / 181.9 at 1 / 2 / 4 / 8 rows (255 registers; the stages before the waits slowed); checks pass with it.
+    preload: bool = False
+    progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
+    warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
+    # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
+    waves_per_eu: int = 0
+    kpack: int = 0
+    mfma_nonk: int = 0  # matrix_instr_nonkdim
+
+    @property
+    def num_warps(self) -> int:
+        return (self.warps or NUM_WARPS) // self.progs_per_sm
+
+    def compile_options(self) -> dict:
+        """Extra Triton compile options (kernel launch kwargs) beyond num_warps: AMD ones only, and only
+        those set, so an NVIDIA build passes exactly what it passed before these fields existed."""
+        o = {"waves_per_eu": self.waves_per_eu, "kpack": self.kpack, "matrix_instr_nonkdim": self.mfma_nonk}
+        return {k: v for k, v in o.items() if v}
+
+    def for_target(self, target: str) -> "Tiles":
+        """These tiles with a target's build defaults (TARGET_TILES; targets not listed: unchanged, so
+        sm_90 builds exactly what it built before)."""
+        return dataclasses.replace(self, **TARGET_TILES.get(target.split(":")[0], {}))
+
+    def variant(self, name: str) -> "Tiles":
+        """These tiles with one of VARIANTS' options."""
+        return dataclasses.replace(self, **VARIANTS[name])
+
+    def with_spec(self, spec: str) -> "Tiles":
+        """'bn_a=32,ks_a=8' -> these tiles with those fields replaced (benchmark sweeps)."""
+        kv = {k.strip(): v.strip() for k, v in (p.split("=") for p in spec.split(",") if p.strip())}
+        conv = {k: (bool(int(v)) if isinstance(getattr(self, k), bool) else int(v)) for k, v in kv.items()}
+        return dataclasses.replace(self, **conv)
+
+    def for_width(self, width: int) -> "Tiles":
+        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle."""
+        return self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
+
+    def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
+        """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
+        s = geo.shard(tp)
+
+        def ks(kb: int, want: int) -> int:
+            return max(d for d in range(1, min(kb, want) + 1) if kb % d == 0)
+
+        return dataclasses.replace(
+            self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
+            ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
+            ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
+            bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
+
+    def resolve(self, geo: Glm53Geometry, *, tp: int, width: int, n_programs: int) -> "Tiles":
+        """These tiles for one build, every 0 resolved: attention splits for the width (one split of 128
+        slots a 128 top-k when the width's split count does not divide the top-k into whole blocks), split
+        counts for the geometry, MoE down's columns and up's k parts for the grid. ValueError if the
+        splits are not a power of two."""
+        t = self.for_width(width)
+        if geo.index_topk % t.nsplit or (geo.index_topk // t.nsplit) % t.att_blk:
+            t = dataclasses.replace(t, nsplit=max(1, geo.index_topk // 128))
+        if t.nsplit & (t.nsplit - 1):
+            raise ValueError(f"nsplit {t.nsplit} is not a power of two")
+        if self.progs_per_sm not in (1, 2):
+            raise ValueError(f"progs_per_sm {self.progs_per_sm} is not 1 or 2")
+        if self.dn_parts < 1:
+            raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
+        return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
+
+    def for_programs(self, geo: Glm53Geometry, n_programs: int, *, tp: int, width: int) -> "Tiles":
+        """dcw 0 resolved for a grid: the fewest 8-aligned columns a task that cover the hidden size in
+        one round of (column tile, part of the experts) tasks. ks_u 0 resolved for a grid and width: of
+        the divisors <= 8 of the k blocks, the one that leaves the fewest k blocks on the busiest program
+        at 1 row (ties: 4, then fewer parts); 4 at more rows (see the field)."""
+        t = self
+        if not t.dcw:
+            tasks = max(1, n_programs // t.dn_parts)
+            t = dataclasses.replace(t, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
+        if not t.ks_u:
+            kb = geo.hidden // 128
+            parts = [d for d in range(1, 9) if kb % d == 0]
+            four = max(d for d in parts if d <= 4)  # 4, or the most parts below it that divide the k blocks
+            col_tiles = max_used_experts(geo, width) * -(-geo.shard(tp).moe_inter // t.bu)
+            busiest = lambda d: -(-col_tiles * d // n_programs) * (kb // d)  # noqa: E731
+            best = min(parts, key=lambda d: (busiest(d), d != four, d)) if width == 1 else four
+            t = dataclasses.replace(t, ks_u=best)
+        return t
 
 
-@triton.jit
-def quant_group(x):
-    """x: [16, 128] f32 -> (xq [16, 128] fp8e4nv, xs [16] f32), per_token_group_quant_fp8 numerics."""
-    amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-10)
-    xs = amax / FP8_MAX
-    xq = to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX))
-    return xq, xs
+# Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
+# gfx950 (AOT survey, test/kernels/glm53/results/survey_gfx950.txt): the NVIDIA tiles at 8 wave64s
+# (2 waves a SIMD: 256 VGPRs) spill ~600 VGPRs; 4 waves (one a SIMD: 512 with AGPRs) alone still
+# spill ~250, the rest being w_uv's unrolled NSPLIT=16 split loads in flight; 4 waves + nsplit 8: 0.
+# The router's [E, 32] comparison chunks spill 62 VGPRs there; chunks of 8: 8 (AOT, TP8 w1 bf16), and
+# 0 with the 128/256-column GEMV tiles that followed (results/survey_aot_cpu.txt).
+# Compile-only evidence: no gfx950 device has run these.
+# Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
+# swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first. MoE up's k parts resolved
+# per width (ks_u 0) are an H200 finding too; gfx950 keeps 4.
+TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
+                                           "dn_parts": 1, "stages_dn": 8, "ks_u": 4}}
 
 
-@triton.jit
-def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
-                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
-    """acc [16, BN] f32 = sum over k blocks kb0..kb0+NKB-1 (in order) of dot(xq, w^T) * xs * ws, for
-    columns n0..n0+BN of a block-FP8 weight (one split-K part; the caller sums parts in a fixed order).
-
-    xq: [R, K] fp8 at stride_x, xs: [R, K/128] f32 at stride_xs (quantized once by the producer);
-    w: [N, K] fp8 at stride_wn ; ws: [ceil(N/128), K/128] f32 at stride_wsn. The k loop is software
-    pipelined (STAGES buffers in flight). SWAP: each block's product is taken as w tile @ xq^T
-    (`_block_dot`).
-    """
-    return fp8_gemv_part_from(tl.zeros((16, BN), dtype=tl.float32), xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr,
-                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES, SWAP)
-
-
-@triton.jit
-def _x_tile(xq_ptr, stride_x, offs_k, R: tl.constexpr, SWAP: tl.constexpr):
-    """One k block of the quantized rows for `_block_dot`: xq [16, 128], or xq^T [128, 16] with SWAP."""
-    rows = tl.arange(0, 16)
-    if SWAP:
-        return tl.load(xq_ptr + rows[None, :] * stride_x + offs_k[:, None], mask=(rows < R)[None, :], other=0.0,
-                       cache_modifier=".cg")
-    else:
-        return tl.load(xq_ptr + rows[:, None] * stride_x + offs_k[None, :], mask=(rows < R)[:, None], other=0.0,
-                       cache_modifier=".cg")
-
-
-@triton.jit
-def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr):
-    """acc + one k block's scaled product, x from `_x_tile`. Rows-first (acc [16, BN]): dot(xq [16, 128],
-    w^T [128, BN]). SWAP (acc [BN, 16], the caller transposes): dot(w [BN, 128], xq^T [128, 16]), the
-    weight tile as the first operand. On sm_90 that is a wgmma reading the fp8 tile from shared memory;
-    rows-first is an mma.sync that converts every weight tile to f16 in registers and repeats the
-    [16, 128] activation tile's conversion in every warp. Swapped is faster (H200, 8 rows,
-    results/probe_tiles_h200.log: MoE down 30.8 vs 37.5 us at 8 warps, 24.9 vs 33.4 at 4; up 42.2 vs 47.0)
-    but the fp8 wgmma sums each 32-long k slice at reduced precision: the GEMVs land within ~1.5e-4
-    relative of exact against ~1e-7 rows first, which the requantizations after them turn into
-    check_layer failures (`Tiles.swap_ab`, off by default). For the MoE GEMVs alone, whose outputs reach
-    only act's and the layer output's roundings, it is the NVIDIA default (`Tiles.swap_moe`). Storing the
-    quantized activations as f16 holding their fp8 values, so that rows first converts only the weight
-    tile, was slower in the launch (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows;
-    results/final_h200_act_f16.log)."""
-    if SWAP:
-        w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
-        return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
-    else:
-        w = tl.load(w_ptr + offs_n[None, :] + offs_k[:, None], mask=nmask[None, :], other=0.0)
-        return acc + tl.dot(x, w) * xs[:, None] * ws[None, :]
-
-
-@triton.jit
-def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
-                       R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                       SWAP: tl.constexpr):
-    """fp8_gemv_part's k loop added onto acc [16, BN] (a first block the caller multiplied itself)."""
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    offs_n = n0 + tl.arange(0, BN)
-    nmask = offs_n < N
-    if SWAP:
-        acc = tl.trans(acc)
-    for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
-        ws = tl.load(ws_ptr + (offs_n // 128) * stride_wsn + kb, mask=nmask, other=0.0)
-        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-        offs_k = kb * 128 + tl.arange(0, 128)
-        acc = _block_dot(acc, _x_tile(xq_ptr, stride_x, offs_k, R, SWAP), xs, w_ptr, ws, offs_n * stride_wn, nmask,
-                         offs_k, SWAP)
-    if SWAP:
-        acc = tl.trans(acc)
-    return acc
-
-
-@triton.jit
-def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: tl.constexpr, N: tl.constexpr,
-                     K: tl.constexpr, E: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr, STAGES: tl.constexpr,
-                     SWAP: tl.constexpr):
-    """acc [16, BP] f32 = sum over u < n_exp (in order) and k blocks (in order) of dot(xq[u], w[e_u]^T)
-    * xs[u] * ws[e_u], for the BN (<= BP, a power of two) columns n0.. of every expert e_u = experts[u]
-    (clamped to [0, E]). One pipelined loop over (expert, pair of k blocks), the pair unrolled inside (one
-    iteration an expert when K is 256, as at the TP8 shard), so the next experts' weights stream while
-    this one's multiply. Columns past BN or N are 0. SWAP: `_block_dot`.
-    (H200, 48 experts of the TP8 down, `probe_moe_down.py`: 34.7 us; one loop over (expert, k block)
-    47.7 us, or 40.7 us without the expert-id load; one task per (expert, column tile) 34.9 us plus a
-    combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
-
-    (H200, TP8 8K: loading the ids once before the loop and picking each iteration's from registers, as
-    the up stage does, made this stage slower: 50.9 vs 34.8 us at 8 rows; results/trace_h200_moe_flat.log.
-    So did 2 or 4 experts an iteration, each id masked past n_exp: 41.0 / 46.8 us at 8 rows, and the masks
-    alone 36.1; results/trace_h200_down_experts_per_iter.log.)
-
-    xq: [n_exp, R, K] fp8, xs: [n_exp, R, K/128] f32; w: [E + 1, N, K] fp8, ws: [E + 1, N/128, K/128] f32.
-    """
-    NKB: tl.constexpr = K // 128
-    KU: tl.constexpr = 2 if NKB % 2 == 0 else 1  # k blocks an iteration
-    NKC: tl.constexpr = NKB // KU
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    offs_n = n0 + tl.arange(0, BP)
-    nmask = (tl.arange(0, BP) < BN) & (offs_n < N)
-    if SWAP:
-        acc = tl.zeros((BP, 16), dtype=tl.float32)
-    else:
-        acc = tl.zeros((16, BP), dtype=tl.float32)
-    for i in tl.range(0, n_exp * NKC, num_stages=STAGES):
-        u = i // NKC
-        e = tl.minimum(tl.maximum(tl.load(experts_ptr + u), 0), E).to(tl.int64)
-        for j in tl.static_range(KU):
-            kb = (i % NKC) * KU + j
-            ws = tl.load(ws_ptr + e * ((N // 128) * NKB) + (offs_n // 128) * NKB + kb, mask=nmask, other=0.0)
-            xs = tl.load(xs_ptr + (u * R + rows) * NKB + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-            offs_k = kb * 128 + tl.arange(0, 128)
-            acc = _block_dot(acc, _x_tile(xq_ptr + u * R * K, K, offs_k, R, SWAP), xs, w_ptr + e * (N * K), ws,
-                             offs_n * K, nmask, offs_k, SWAP)
-    if SWAP:
-        acc = tl.trans(acc)
-    return acc
-
-
-@triton.jit
-def norm_quant_row(s, w, out_ptr, xq_ptr, xs_ptr, eps, D: tl.constexpr, GP: tl.constexpr, STORE_OUT: tl.constexpr):
-    """RMSNorm of one row held as s [GP, 128] f32 (row-major 128-groups, groups >= D/128 zero) with the
-    norm weight w [GP, 128] f32 (loaded by the caller before its stores, so no load waits behind them),
-    in one round: out = bf16(s * rstd * w) [D] bf16 (stored only with STORE_OUT; out_ptr unused
-    otherwise), and out quantized per 128-group (xq [D] fp8, xs [D/128] f32, per_token_group_quant_fp8
-    numerics)."""
-    g = tl.arange(0, GP)
-    offs = g[:, None] * 128 + tl.arange(0, 128)[None, :]
-    m = g[:, None] < D // 128
-    rstd = tl.math.rsqrt(tl.sum(tl.sum(s * s, axis=1), axis=0) / D + eps)
-    y = to_bf16((s * rstd) * w)
-    if STORE_OUT:
-        tl.store(out_ptr + offs, y, mask=m)
-    yq, ys = quant_group(y.to(tl.float32))
-    tl.store(xq_ptr + offs, yq, mask=m)
-    tl.store(xs_ptr + g, ys, mask=g < D // 128)
-
-
-@triton.jit
-def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr, pid, n_tasks, R: tl.constexpr,
-                           I: tl.constexpr, K: tl.constexpr, E: tl.constexpr, BU: tl.constexpr, KS: tl.constexpr,
-                           NPROG: tl.constexpr, MT: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
-    """This program's tasks t = pid, pid + NPROG, ... < n_tasks of the experts' gate | up GEMV in one
-    pipelined loop over (task, k block), so the next task's weights stream while this one ends. Task t:
-    used expert u = t // (I/BU * KS) (id experts[u], clamped to [0, E]), column tile nt = t // KS % (I/BU),
-    k part ks = t % KS; part[u * KS + ks, r, nt tile] = the gate part, [.., I + nt tile] the up part (f32),
-    each the sum over its k blocks in order. The ids of this program's tasks are loaded once (MT: a power
-    of two >= its task count), so no weight address waits on a load made in the loop. SWAP: `_block_dot`.
-    (H200, TP8 8K, results/trace_h200_moe_flat.log: up at 4 / 8 rows 34.0 / 47.9 us against 36.1 / 50.4
-    for one pipelined loop a task, whose pipeline drained between tasks; 5 or 6 stages instead of 4 were
-    no faster.)
-
-    xq: [R, K] fp8, xs: [R, K/128] f32; w: [E + 1, 2I, K] fp8, ws: [E + 1, 2I/128, K/128] f32;
-    part: [n_used * KS, R, 2I] f32."""
-    NT: tl.constexpr = I // BU
-    NKB: tl.constexpr = (K // 128) // KS
-    rows = tl.arange(0, 16)
-    rmask = rows < R
-    n_my = tl.cdiv(tl.maximum(n_tasks - pid, 0), NPROG)
-    jj = tl.arange(0, MT)
-    tj = pid + jj * NPROG
-    ids = tl.load(experts_ptr + tj // (NT * KS), mask=tj < n_tasks, other=0)
-    if SWAP:
-        acc_a = tl.zeros((BU, 16), dtype=tl.float32)
-        acc_b = tl.zeros((BU, 16), dtype=tl.float32)
-    else:
-        acc_a = tl.zeros((16, BU), dtype=tl.float32)
-        acc_b = tl.zeros((16, BU), dtype=tl.float32)
-    for i in tl.range(0, n_my * NKB, num_stages=STAGES):
-        j = i // NKB
-        kk = i % NKB
-        t = pid + j * NPROG
-        nt = (t // KS) % NT
-        ks = t % KS
-        e = tl.minimum(tl.maximum(tl.sum(tl.where(jj == j, ids, 0), axis=0), 0), E).to(tl.int64)  # exact
-        kb = ks * NKB + kk
-        offs_k = kb * 128 + tl.arange(0, 128)
-        offs_a = nt * BU + tl.arange(0, BU)
-        we = w_ptr + e * (2 * I * K)
-        sa = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + (offs_a // 128) * (K // 128) + kb)
-        sb = tl.load(ws_ptr + e * ((2 * I // 128) * (K // 128)) + ((I + offs_a) // 128) * (K // 128) + kb)
-        xs = tl.load(xs_ptr + rows * (K // 128) + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-        x = _x_tile(xq_ptr, K, offs_k, R, SWAP)
-        acc_a = _block_dot(tl.where(kk == 0, 0.0, acc_a), x, xs, we, sa, offs_a * K, offs_a < I, offs_k, SWAP)
-        acc_b = _block_dot(tl.where(kk == 0, 0.0, acc_b), x, xs, we, sb, (I + offs_a) * K, offs_a < I, offs_k, SWAP)
-        if kk == NKB - 1:
-            pb = part_ptr + (((t // (NT * KS)) * KS + ks) * R + rows[:, None]) * (2 * I)
-            if SWAP:
-                tl.store(pb + offs_a[None, :], tl.trans(acc_a), mask=rmask[:, None])
-                tl.store(pb + I + offs_a[None, :], tl.trans(acc_b), mask=rmask[:, None])
-            else:
-                tl.store(pb + offs_a[None, :], acc_a, mask=rmask[:, None])
-                tl.store(pb + I + offs_a[None, :], acc_b, mask=rmask[:, None])
-
-
-@triton.jit
-def sum_parts(ptr, stride_part, offs, mask, KS: tl.constexpr):
-    """f32 sum of KS split-K parts at ptr + k * stride_part + offs, in part order 0, 1, ... (fixed)."""
-    acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
-    for k in tl.static_range(1, KS):
-        acc += tl.load(ptr + k * stride_part + offs, mask=mask, other=0.0, cache_modifier=".cg")
-    return acc
-
-
-@triton.jit
-def quant_row(x_ptr, xq_ptr, xs_ptr, K: tl.constexpr):
-    """One bf16 row of K (a multiple of 128) -> fp8 xq [K] and per-128-group scales xs [K/128], with
-    per_token_group_quant_fp8 numerics (the same bits as quantizing it inside a GEMV tile)."""
-    G: tl.constexpr = 8 if (K // 128) % 8 == 0 else (4 if (K // 128) % 4 == 0 else (2 if (K // 128) % 2 == 0 else 1))
-    g = tl.arange(0, G)
-    c = tl.arange(0, 128)
-    for b in range(K // (128 * G)):
-        offs = (b * G + g)[:, None] * 128 + c[None, :]
-        x = tl.load(x_ptr + offs, cache_modifier=".cg").to(tl.float32)
-        amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-10)
-        xs = amax / FP8_MAX
-        tl.store(xq_ptr + offs, to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX)))
-        tl.store(xs_ptr + b * G + g, xs)
+def target_of(device) -> str:
+    """'gfx950'-style arch of a ROCm device, 'sm_NN' of a CUDA device, '' otherwise (cpu, meta)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ""
+    props = torch.cuda.get_device_properties(device)
+    if torch.version.hip is not None:
+        return props.gcnArchName.split(":")[0]
+    return f"sm_{props.major}{props.minor}"

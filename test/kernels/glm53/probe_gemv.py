@@ -18,10 +18,10 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.shared_layer import _gemv_stage
+from sgl_amd_mono.backends.triton.stages_attention import gemv_stage
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from time_layers import graph_time_us, read_bandwidth  # noqa: E402
+from timing import graph_time_us, read_bandwidth  # noqa: E402
 
 N_COPIES = 4
 
@@ -30,7 +30,8 @@ N_COPIES = 4
 def gemv_stage_kernel(xq, xs, w, ws, part, N, R: tl.constexpr, K: tl.constexpr, KS: tl.constexpr,
                       BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr):
     pid = tl.program_id(0)
-    _gemv_stage(xq, xs, w, ws, part, tl.cdiv(N, BN) * KS, pid, N, 0.0, 0.0, R, K, KS, BN, STAGES, NPROG, False, False)
+    gemv_stage(xq, xs, w, ws, part, tl.cdiv(N, BN) * KS, pid, N, 0.0, 0.0, part, R, K, KS, BN, STAGES, NPROG, False, False,
+               0, False)
 
 
 SHAPES = {"qkv_a": (2624, 6144), "up(9 experts)": (9 * 512, 6144), "o_proj": (6144, 2048), "q_b": (2048, 2048),

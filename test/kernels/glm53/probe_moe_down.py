@@ -26,10 +26,10 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.tiles import fp8_gemv_experts, fp8_gemv_part
+from sgl_amd_mono.backends.triton.tile_ops import fp8_gemv_experts, fp8_gemv_part
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from time_layers import graph_time_us, read_bandwidth  # noqa: E402
+from timing import graph_time_us, read_bandwidth  # noqa: E402
 
 E, D, I, R = 256, 6144, 256, 8
 N_LISTS = 4

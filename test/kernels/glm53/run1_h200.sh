@@ -11,7 +11,7 @@ read -r -a WS <<< "${WIDTHS:-1 8}"
 IFS=';' read -r -a SK <<< "${SKIPS:-}"
 B=(); for s in "${SP[@]}"; do for w in "${WS[@]}"; do B+=("$s|$w|bf16|||0" "$s|$w|bf16|||1"); done; done
 for k in "${SK[@]}"; do
-  m=$(python3 -c "from sgl_amd_mono.backends.triton.shared_layer import STAGES as S; print(1 << S.index('$k'))")
+  m=$(python3 -c "from sgl_amd_mono.glm53.kinds.shared import TABLE; print(1 << TABLE.stage_id('$k'))")
   B+=("|1|bf16|$m||0" "|1|bf16|$m||1")
 done
 timeout 150 python3 test/kernels/glm53/precompile.py --jobs 16 --builds "${B[@]}" > "$OUT/1_precompile.log" 2>&1

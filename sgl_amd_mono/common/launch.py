@@ -1,0 +1,84 @@
+"""What every lowering of a launch kind shares at run time: build options, the grid, and the sync, error,
+trace and task-count buffers laid out by the kind's table. Model-independent; imports nothing from SGLang.
+
+One set of these buffers belongs to a plan (one kind at one width) and is shared by every layer launched
+on it: layers run one after another on a stream, so each launch finds the sync words its predecessor left
+(the epoch counts launches, not steps: `backends/triton/sync.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from sgl_amd_mono.common import guard, trace
+from sgl_amd_mono.common.kind import KindTable, SyncLayout
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """How a launch is built (the subset of SGLang's BuildContext a launch reads, and check switches)."""
+
+    deadline_s: float = 2.0  # every device wait's bound
+    placement: str = "persistent"  # "persistent" (grid = resident programs) or "sequential" (grid 1)
+    n_programs: Optional[int] = None  # persistent grid; default: the device's SM count x programs a SM
+    skip_arrive: int = -1  # a planted missing arrival at this stage (deadline tests only)
+    skip_mask: int = 0  # timing variants only: bit s set = stage s runs no tasks (results invalid)
+    trace: bool = False  # NVIDIA timing builds only: every program stamps the global timer at each stage
+    count_tasks: bool = False  # interpreter checks: count the tasks each stage runs
+
+
+def grid_size(options: LaunchOptions, device: torch.device, *, progs_per_sm: int) -> int:
+    """Programs of a persistent launch: 1 for the sequential placement (Triton's interpreter runs programs one
+    after another, so a grid of 1 runs every task in stage order), else n_programs or SMs x progs_per_sm."""
+    if options.placement == "sequential":
+        return 1
+    if options.placement != "persistent":
+        raise ValueError(f"placement {options.placement!r} is not 'persistent' or 'sequential'")
+    if device.type == "cuda":
+        return options.n_programs or torch.cuda.get_device_properties(device).multi_processor_count * progs_per_sm
+    if device.type == "meta" and options.n_programs:  # AOT compiles (survey)
+        return options.n_programs
+    raise ValueError(f"placement 'persistent' needs a GPU device (or meta with n_programs), got {device}")
+
+
+class SyncBuffers:
+    """A plan's device words: sync [layout.words] int32 (epoch, a counter a stage, the last-arrival counts),
+    err [guard.ERR_WORDS] int64, trace [programs, 2 x stages] int64 (trace builds), task_count [stages]
+    int32 (COUNT_TASKS builds)."""
+
+    def __init__(self, table: KindTable, layout: SyncLayout, *, n_programs: int, device):
+        self.table, self.layout = table, layout
+        z = lambda shape, dt: torch.zeros(shape, dtype=dt, device=device)  # noqa: E731
+        self.sync = z((layout.words,), torch.int32)
+        self.err = guard.new_error_word(device)
+        self.trace = z((n_programs, 2 * layout.n_stages), torch.int64)
+        self.task_count = z((layout.n_stages,), torch.int32)
+
+    def count(self, name: str) -> torch.Tensor:
+        """The words of last-arrival count `name` (a view of sync)."""
+        at, n = self.layout.counts[name]
+        return self.sync[at: at + n]
+
+    @property
+    def epoch(self) -> int:
+        """Launches completed on these words (synchronises)."""
+        return int(self.sync[0])
+
+    def reset(self) -> None:
+        """Zero the sync words and the error word (after a missed deadline; never needed otherwise)."""
+        self.sync.zero_()
+        self.err.zero_()
+
+    def check_error(self, launch_names: dict) -> None:
+        """RuntimeError naming the launch, stage and program that missed a deadline, if one did."""
+        guard.check_error(self.err, launch_names, self.table.stage_names())
+
+    def trace_table(self) -> list:
+        """After a trace build's launch: `common.trace.stage_table` of its stamps (per-stage µs)."""
+        return trace.stage_table(self.trace.cpu(), self.table.stage_names())
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.sync, self.err, self.trace, self.task_count))

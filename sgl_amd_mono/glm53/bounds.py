@@ -1,0 +1,68 @@
+"""Every GLM-5.3 bound table and the comparison it is for. Each bound is named `<kind>.<output>.<metric>`
+(`common/numerics`: max_abs, where 0 is bitwise; rel; max_rel; cosine, a lower bound), set at about 3x the
+largest value measured where it is used, and ships with a planted error that fails it.
+
+The three comparisons:
+  * launch vs oracle: a launch kind against the torch oracle of the same layer on the same inputs
+    (`kinds/<kind>.py` BOUNDS_GPU: `test/kernels/glm53/check_layer.py` on a GPU; BOUNDS_INTERP: under
+    Triton's interpreter, per case, `test/unit/test_launch_interp.py`), and stage by stage (`kinds/oracle.py`
+    STAGE_BOUNDS under the interpreter, STAGE_BOUNDS_GPU with `check_layer.py --stop-after`);
+  * oracle vs SGLang: the torch oracle against SGLang's own modules and torch references on CPU
+    (`reference_bounds.BOUNDS`, `reference.<output>.<metric>`; `test/unit/test_reference_pinned.py`);
+  * serving vs SGLang: a served step's layers against SGLang's own path on the same server
+    (`SERVING_VS_SGLANG`, the spec's `Numerics`; seed 004's MI355X values until `SGLANG_AMD_MONO_CHECK`
+    measures ours).
+"""
+
+from __future__ import annotations
+
+from sgl_amd_mono.glm53 import reference_bounds
+from sgl_amd_mono.glm53.kinds import oracle, shared
+
+# Bounds against SGLang's standard path on the same GPU, <launch>.<output>.<metric>. Values are seed 004's
+# (MI355X, TP8, GLM-5.3, its SGLANG_AMD_MONO_CHECK serving runs): bounds about 3x the serving maximum.
+# They are starting points for our launches, to be re-measured on them with a negative control each.
+SERVING_VS_SGLANG = {
+    # shared / indexer (MoE layers 3-77): seed's layer.streams.cosine bound 0.95 (serving min 0.988)
+    "shared.streams.cosine": 0.95,
+    "indexer.streams.cosine": 0.95,
+    # seed's nextn.kv.cosine bound 0.995 (layer.kv.cosine serving min 0.9991)
+    "shared.kv.cosine": 0.995,
+    "indexer.kv.cosine": 0.995,
+    # seed's nextn.index.cosine bound 0.999 (layer.index.cosine serving min 0.99986)
+    "indexer.index.cosine": 0.999,
+    # dense layers 1-2: seed's dense.* bounds (serving maxima 0.068, 0.029, 4.4e-5, 9.7e-3, 0.036);
+    # attn is 2.2x, not 3x, so the o_proj x1.2 control (0.197-0.210) still fails it
+    "dense.attn.rel": 0.15,
+    "dense.mlp_in.rel": 0.09,
+    "dense.mid.rel": 1.7e-4,
+    "dense.x.rel": 2.8e-2,
+    "dense.excess.rel": 0.11,
+    # layer 0 from token ids: a dense launch; seed's dense.mlp_in max (0.029) was layer 0's
+    "tokens.attn.rel": 0.15,
+    "tokens.mlp_in.rel": 0.09,
+    # final norm + LM head + all-gather: seed's head.logits.rel 1.7e-3 (max 4.8e-4) and
+    # head.logits_vs_fp32.rel 7.5e-3 (max 2.25e-3)
+    "tail.logits.rel": 1.7e-3,
+    "tail.logits_vs_fp32.rel": 7.5e-3,
+}
+
+# comparison -> {table name: bounds}
+COMPARISONS = {
+    "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU},
+    "launch vs oracle (interpreter, per case)": {"shared": shared.BOUNDS_INTERP},
+    "launch stage vs oracle stage (interpreter)": {"shared": oracle.STAGE_BOUNDS},
+    "launch stage vs oracle stage (GPU)": {"shared": getattr(oracle, "STAGE_BOUNDS_GPU", {})},
+    "oracle vs SGLang (CPU)": {"reference": reference_bounds.BOUNDS},
+    "serving vs SGLang": {"spec": SERVING_VS_SGLANG},
+}
+
+
+def all_names() -> list[str]:
+    """Every bound name of every table (flattening BOUNDS_INTERP's cases)."""
+    out = []
+    for tables in COMPARISONS.values():
+        for t in tables.values():
+            for k, v in t.items():
+                out += list(v) if isinstance(v, dict) else [k]
+    return out

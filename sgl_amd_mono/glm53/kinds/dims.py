@@ -1,0 +1,105 @@
+"""The resolved dimensions of one GLM-5.3 layer launch: geometry at a TP shard, width, tiles and grid.
+
+Field names are the launch's vocabulary (the Triton lowering passes `GEOMETRY` fields as constexprs of
+the same names); tables and oracles read every count from here, never from a model size written out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from sgl_amd_mono.glm53.config import Glm53Geometry
+
+KV_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8_e4m3"}
+
+
+def pow2(n: int) -> int:
+    """The least power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def max_used_experts(geo: Glm53Geometry, width: int) -> int:
+    """Used experts a step at most: every routed pick of every row (at most all routed experts) + the
+    fused shared expert."""
+    return min(width * geo.top_k, geo.n_routed) + 1
+
+
+# The geometry constexprs a lowering receives, by name.
+GEOMETRY = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "E", "E_PAD", "TOPK", "KP", "I", "KTOP", "NSPLIT",
+            "MAXU")
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerDims:
+    """One layer launch's sizes. R rows; D hidden; QL / KVL q and kv latent ranks; ROPE / NOPE rope and
+    no-rope head dims; VH value head dim; H heads on this rank; E routed experts (E_PAD: a power of two
+    >= 16); TOPK routed picks a row (KP: a power of two > TOPK); I expert intermediate on this rank; KTOP
+    top-k slots a row attends; NSPLIT attention splits a row; MAXU used experts at most (the fused
+    shared expert included)."""
+
+    R: int
+    D: int
+    QL: int
+    KVL: int
+    ROPE: int
+    NOPE: int
+    VH: int
+    H: int
+    E: int
+    E_PAD: int
+    TOPK: int
+    KP: int
+    I: int  # noqa: E741 (the launch's name for the expert intermediate)
+    KTOP: int
+    NSPLIT: int
+    MAXU: int
+    tiles: Any  # the lowering's resolved tiles (split-K parts, column tiles, ...)
+    n_programs: int  # the grid
+    kv_dtype: torch.dtype  # the MLA cache's element type (bf16, or fp8 e4m3fn)
+    tp: int
+    eps: float
+    softmax_scale: float
+    routed_scaling: float
+
+    # ---- derived ----
+    @property
+    def QKV_N(self) -> int:  # fused qkv_a output: q latent | kv latent | k rope
+        return self.QL + self.KVL + self.ROPE
+
+    @property
+    def QK(self) -> int:  # q head dim before absorption
+        return self.NOPE + self.ROPE
+
+    @property
+    def KVD(self) -> int:  # one cached latent row: [c_kv | k_pe]
+        return self.KVL + self.ROPE
+
+    @property
+    def HG(self) -> int:  # groups of 16 heads (one attention task's heads)
+        return cdiv(self.H, 16)
+
+    @property
+    def HV(self) -> int:  # o_proj's input width on this rank
+        return self.H * self.VH
+
+    def geometry(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in GEOMETRY}
+
+
+def layer_dims(geo: Glm53Geometry, *, tp: int, width: int, tiles: Any, n_programs: int,
+               kv_dtype: torch.dtype) -> LayerDims:
+    """The dims of a layer launch; `tiles` must already be resolved for this geometry, width and grid."""
+    s = geo.shard(tp)
+    return LayerDims(
+        R=width, D=geo.hidden, QL=geo.q_lora, KVL=geo.kv_lora, ROPE=geo.qk_rope, NOPE=geo.qk_nope, VH=geo.v_head,
+        H=s.heads, E=geo.n_routed, E_PAD=pow2(max(16, geo.n_routed)), TOPK=geo.top_k, KP=pow2(max(2, geo.top_k + 1)),
+        I=s.moe_inter, KTOP=geo.index_topk, NSPLIT=tiles.nsplit, MAXU=max_used_experts(geo, width), tiles=tiles,
+        n_programs=n_programs, kv_dtype=kv_dtype, tp=tp, eps=geo.rms_eps, softmax_scale=geo.softmax_scale,
+        routed_scaling=geo.routed_scaling)

@@ -1,0 +1,144 @@
+"""One launch kind, one case, under Triton's interpreter (run as a subprocess by test_launch_interp.py, so
+TRITON_INTERPRET=1 is set before triton is imported). Prints one JSON line: the bounds' values, the
+planted control's values, the outputs' digests, the task counts each stage ran against the table's, and
+the cache and epoch checks.
+
+python test/unit/_interp_main.py KIND CASE
+"""
+import json
+import os
+import sys
+
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "kernels", "glm53"))
+import registry  # noqa: E402
+
+from sgl_amd_mono.backends.triton import kinds  # noqa: E402
+from sgl_amd_mono.backends.triton.tiles import Tiles  # noqa: E402
+from sgl_amd_mono.common import numerics as nm  # noqa: E402
+from sgl_amd_mono.common.kind import check_task_counts  # noqa: E402
+from sgl_amd_mono.common.launch import LaunchOptions  # noqa: E402
+from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+# case -> (width, kv dtype, tile spec); 'target=gfx950' first takes that target's tiles. The tiny geometry's
+# 64 top-k slots fit gfx950's 8 attention splits only with blocks of 8 (32 would fall back to one split).
+CASES = {
+    "w1": (1, torch.bfloat16, ""),
+    "w2": (2, torch.bfloat16, ""),
+    "w3": (3, torch.bfloat16, ""),
+    "w4fp8": (4, FP8, ""),
+    "w2_options": (2, torch.bfloat16, "progs_per_sm=2,wuv_sh=2,route_rc=16,preload=1,swap_ab=1,dn_parts=2"),
+    "w2_gfx950": (2, torch.bfloat16, "target=gfx950,att_blk=8"),
+}
+
+
+def tiles_of(spec: str) -> Tiles:
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
+    return Tiles().for_target(target).with_spec(",".join(p for p in parts if not p.startswith("target=")))
+
+
+def combined_control(kc, geo, weights):
+    """Every planted control of the kind at once (each perturbs its own tensor): every bound must fail."""
+    w = weights
+    for i in range(len(kc.controls(geo, weights))):
+        w = kc.controls(geo, w)[i][2]
+    return w
+
+
+def short_of_wrap(plan) -> None:
+    """The sync words as if 2**31 - 1 launches had completed on them (grid 1): the next launch's epoch, its
+    targets and its counters all wrap past int32's largest value."""
+    last = 2**31 - 1
+    plan.sync.sync.fill_(last)  # the epoch, and one counter a stage (one program a launch)
+    for st in plan.table.stages:
+        for c in st.counts:
+            at, n = plan.sync.layout.counts[c.name]
+            plan.sync.sync[at: at + n] = (last * c.parts(plan.dims) + 2**31) % 2**32 - 2**31  # as int32 holds it
+
+
+def special(kind: str, case: str) -> None:
+    """deadline: a planted missing arrival at attn must end the launch with the error word (exit 1).
+    ties: a zero gate ties every score; the lowest id must win. wrap: the sync words one launch short of
+    int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught."""
+    kc = registry.get(kind)
+    geo = li.tiny_geometry()
+    width = 2 if case == "ties" else 1
+    weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
+    opts = LaunchOptions(placement="sequential")
+    if case == "deadline":
+        opts = LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=kinds.get(kind).table.stage_id("attn"))
+    if case == "ties":  # a zero gate: every score 0.5; expert 11 alone gets a bias, the rest tie for 2nd
+        weights[1].gate.zero_()
+        weights[1].bias.zero_()
+        weights[1].bias[11] = 1.0
+    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts, tiles=Tiles())
+    layer = plan.bind(kc.tensors(weights), launch_id=3)
+    res = {}
+    if case == "wrap":
+        short_of_wrap(plan)
+    out = plan.run(layer, dict(vars(step), kv_cache=step.kv_cache.clone()))
+    plan.check_error()  # deadline: raises, naming the stage
+    if case == "ties":  # the lowest id wins a tie (an arg-max loop's order): ids [11, 0, shared]
+        want = torch.tensor([[11, 0, geo.n_routed]] * width, dtype=torch.int32)
+        res["ties_ids_ok"] = bool(torch.equal(out["expert_ids"], want))
+        res["ties_weights_max_err"] = (out["expert_weights"] - torch.tensor([1.25, 1.25, 1.0])).abs().max().item()
+    if case == "wrap":
+        res["digests"] = {k: nm.digest(v) for k, v in out.items()}
+        res["epoch"] = plan.sync.epoch
+        skip = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", tiles=Tiles(),
+                          options=LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=5))
+        short_of_wrap(skip)
+        skip.run(skip.bind(kc.tensors(weights)), dict(vars(step), kv_cache=step.kv_cache.clone()))
+        try:
+            skip.check_error()
+            res["wrap_missed_arrival_caught"] = False
+        except RuntimeError as e:
+            res["wrap_missed_arrival_caught"] = "missed its deadline" in str(e)
+    print(json.dumps(res))
+
+
+def main(kind: str, case: str) -> None:
+    if case in ("deadline", "ties", "wrap"):
+        return special(kind, case)
+    kc = registry.get(kind)
+    width, kv, spec = CASES[case]
+    geo = li.tiny_geometry()
+    weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=kv, seed=3, device="cpu")
+    ref, cache_ref = kc.oracle(geo, weights, step)
+    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=kv, device="cpu",
+                      options=LaunchOptions(placement="sequential", count_tasks=True), tiles=tiles_of(spec))
+    layer = plan.bind(kc.tensors(weights))
+    cache = step.kv_cache.clone()
+    out = plan.run(layer, dict(vars(step), kv_cache=cache))
+    plan.check_error()
+    res = {"values": kc.compare(geo, out, cache, ref, cache_ref, step, plan, weights)}
+    res["digests"] = {k: nm.digest(v) for k, v in out.items()}
+    res["digests"]["kv_cache"] = nm.digest(cache)
+    counted = plan.sync.task_count.tolist()
+    res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
+    try:
+        check_task_counts(plan.table, plan.dims, counted)
+        res["task_counts_ok"] = True
+    except ValueError as e:
+        res["task_counts_ok"] = str(e)
+    changed = (cache.view(torch.uint8) != step.kv_cache.view(torch.uint8)).any(-1).nonzero().flatten().tolist()
+    res["cache_rows_outside_out_loc"] = len(set(changed) - set(step.out_loc.tolist()))
+    res["cache_rows_differ"] = int((cache.view(torch.uint8) != cache_ref.view(torch.uint8)).any(-1).sum())
+    res["epoch"] = plan.sync.epoch
+    # the planted control, bound to the same plan: a second launch on the same buffers and sync words
+    bad = plan.bind(kc.tensors(combined_control(kc, geo, weights)), launch_id=1)
+    cache2 = step.kv_cache.clone()
+    out2 = plan.run(bad, dict(vars(step), kv_cache=cache2))
+    plan.check_error()
+    res["control_values"] = kc.compare(geo, out2, cache2, ref, cache_ref, step, plan, weights)
+    res["epoch_after_control"] = plan.sync.epoch
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
