@@ -52,7 +52,7 @@ COMPARISONS = {
     "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU},
     "launch vs oracle (interpreter, per case)": {"shared": shared.BOUNDS_INTERP},
     "launch stage vs oracle stage (interpreter)": {"shared": oracle.STAGE_BOUNDS},
-    "launch stage vs oracle stage (GPU)": {"shared": getattr(oracle, "STAGE_BOUNDS_GPU", {})},
+    "launch stage vs oracle stage (GPU)": {"shared": oracle.STAGE_BOUNDS_GPU},
     "oracle vs SGLang (CPU)": {"reference": reference_bounds.BOUNDS},
     "serving vs SGLang": {"spec": SERVING_VS_SGLANG},
 }

@@ -56,20 +56,23 @@ def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) 
 
 
 # ---- bounds of this kind's launch against the oracle (`glm53/bounds.py` lists every table) ----
-# On the H200 (check_layer.py): ~3x the largest value measured over TP8 x {1,2,4,8} rows x {8K,128K} x
-# {bf16,fp8} KV (o.rel 5.3e-3, residual_out.rel 6.9e-4, out.rel 1.9e-2, kv.max_abs 0; with swap_moe's fp8
-# wgmma, out.rel where attention is exact up to 5.4e-3). The fp8 requantization of v / act turns last-bit
-# differences upstream (summation order) into whole fp8 steps, hence 1e-3..1e-2 at widths > 1. Routing is
-# checked against the oracle's router on the launch's own norm2 output (registry `_shared_compare`).
+# On the H200 (check_layer.py, results/final10_h200_check_*): ~3x the largest value measured over TP8 rows
+# 1 / 2 / 4 / 8 at 8K and rows 1 / 8 at 128K, bf16 and fp8 KV, TP4 rows 1 / 4, TP2 rows 1 / 2, TP1 row 1, on
+# weights cut from one full draw (o.rel 5.8e-3 at TP4 w4; residual_out.rel 5.6e-4; out.rel 1.5e-2 at TP1;
+# expert_weights.max_abs 1.2e-7; cache rows 7.6e-6 once, else 0). The fp8 requantization of v / act turns
+# last-bit differences upstream (summation order; swap_moe's fp8 wgmma) into whole fp8 steps, hence o / out
+# errors of 1e-3..1e-2. Routing is checked against the oracle's router on the launch's own norm2 output
+# (registry `_shared_compare`). Each bound's planted control (registry `_shared_controls`) fails it.
 BOUNDS_GPU = {
-    "shared.o.rel": 1.6e-2,
-    "shared.residual_out.rel": 2e-3,
-    "shared.out.rel": 6e-2,
-    "shared.out.cosine": 0.9995,
-    # cache rows: 0 in all 16 TP8 configs, 7.6e-6 once at TP1 w8 (an rsqrt last-bit difference flipping
-    # one bf16 rounding); one bf16 ulp at |x| <= 4 is 0.0156. Control kv_a_norm[7] x1.02 gives 0.047.
+    "shared.o.rel": 1.8e-2,  # control: one o_proj scale block x1.2 gives >= 2.8e-2
+    "shared.residual_out.rel": 1.7e-3,  # control: every o_proj scale x1.3
+    "shared.out.rel": 4.5e-2,  # control: half the post-attention norm x1.1 gives >= 0.146
+    "shared.out.cosine": 0.9995,  # the same control: <= 0.9964
+    # cache rows: 0 but once 7.6e-6 (an rsqrt last-bit difference flipping one bf16 rounding of a small value);
+    # the bound is one bf16 ulp at |x| <= 4 (0.0156), since a flip of a larger value is as legitimate.
+    # Control: kv_a_norm[0:16] x1.1.
     "shared.kv.max_abs": 0.016,
-    "shared.expert_weights.max_abs": 5e-5,
+    "shared.expert_weights.max_abs": 4e-7,  # control: the correction bias reversed gives >= 0.057
     "shared.expert_ids.max_abs": 0.0,
 }
 

@@ -2,7 +2,7 @@
 # One H200 run of the default build of a kind (KIND, default shared): trace tables, time_layers (TP8, 1/2/4/8 rows,
 # 8K and 128K, with SGLang's per-op path), check_layer at TP8 (rows 1-8 at 8K with every stage checked alone,
 # rows 1 and 8 at 128K; bf16 and fp8 KV; every control at every config), at TP4 / TP2 (the spec's other NVIDIA
-# TP sizes) and TP1. From the repo root with .whl carried: bash test/kernels/glm53/final_h200.sh ; outputs
+# TP sizes) and TP1, every stage checked alone (--stop-after all) everywhere. From the repo root with .whl carried: bash test/kernels/glm53/final_h200.sh ; outputs
 # flat under $OUT. PARTS (default "pre trace time check") picks the parts.
 set -u
 export PYTHONUNBUFFERED=1
@@ -34,11 +34,11 @@ if has check; then
     --stop-after all > "$OUT/4_check_layer_tp8.log" 2>&1
   el "check_layer tp8 8K rc=$?"
   timeout 120 python3 $G/check_layer.py --kind $KIND --tp 8 --widths 1 8 --contexts 131072 --kv bf16 fp8 --no-deadline \
-    > "$OUT/4_check_layer_tp8_128k.log" 2>&1
+    --stop-after all > "$OUT/4_check_layer_tp8_128k.log" 2>&1
   el "check_layer tp8 128K rc=$?"
-  { timeout 60 python3 $G/check_layer.py --kind $KIND --tp 4 --widths 1 4 --contexts 8192 --kv bf16 --no-deadline
-    timeout 60 python3 $G/check_layer.py --kind $KIND --tp 2 --widths 1 2 --contexts 8192 --kv bf16 --no-deadline
-    timeout 60 python3 $G/check_layer.py --kind $KIND --tp 1 --widths 1 --contexts 8192 --kv bf16 --no-deadline
+  { timeout 60 python3 $G/check_layer.py --kind $KIND --tp 4 --widths 1 4 --contexts 8192 --kv bf16 --no-deadline --stop-after all
+    timeout 60 python3 $G/check_layer.py --kind $KIND --tp 2 --widths 1 2 --contexts 8192 --kv bf16 --no-deadline --stop-after all
+    timeout 60 python3 $G/check_layer.py --kind $KIND --tp 1 --widths 1 --contexts 8192 --kv bf16 --no-deadline --stop-after all
   } > "$OUT/5_check_layer_tp4_tp2_tp1.log" 2>&1
   el "check_layer tp4 tp2 tp1 rc=$?"
 fi
