@@ -178,6 +178,7 @@ def main():
     p.add_argument("--controls", default="all", choices=["all", "none"])
     p.add_argument("--stop-after", default=None, help="also check every stage alone up to this one ('all': every stage)")
     p.add_argument("--no-deadline", action="store_true")
+    p.add_argument("--only-deadline", action="store_true", help="only the planted missing arrival (compute-sanitizer runs)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: Tiles())")
     args = p.parse_args()
     global TILES
@@ -187,7 +188,7 @@ def main():
         kinds.get(args.kind).table.stage_id(args.stop_after)  # ValueError naming the stages
     print("tiles:", TILES, flush=True)
     geo = li.glm53_geometry()
-    for tp in args.tp:
+    for tp in [] if args.only_deadline else args.tp:
         for kv in args.kv:
             kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn
             for ctx in args.contexts:
