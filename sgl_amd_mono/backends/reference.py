@@ -139,25 +139,25 @@ def biased_topk(
     *,
     top_k: int,
     routed_scaling: float,
-    n_shared: int,
+    n_fused: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sigmoid routing with a correction bias (SGLang biased_grouped_topk_impl, n_group 1).
 
     logits: [R, E] f32; bias: [E] f32. Chooses top_k by sigmoid + bias, weights are the chosen
-    sigmoids renormalised (sum + 1e-20) and scaled by routed_scaling; the fused shared experts
+    sigmoids renormalised (sum + 1e-20) and scaled by routed_scaling; the fused experts
     are appended as ids E.. with weight 1.0 (the routed scale is applied to the routed weights).
-    Returns (weights [R, top_k + n_shared] f32, ids [R, top_k + n_shared] int32).
+    Returns (weights [R, top_k + n_fused] f32, ids [R, top_k + n_fused] int32).
     """
     scores = logits.float().sigmoid()
     choice = scores + bias.float()[None, :]
     ids = torch.topk(choice, k=top_k, dim=-1, sorted=True)[1]
     w = scores.gather(1, ids)
     w = w / (w.sum(dim=-1, keepdim=True) + 1e-20) * routed_scaling
-    if n_shared:
+    if n_fused:
         e = logits.shape[1]
-        shared_ids = torch.arange(e, e + n_shared, device=ids.device).expand(ids.shape[0], n_shared)
-        ids = torch.cat((ids, shared_ids), dim=1)
-        w = torch.cat((w, torch.ones(w.shape[0], n_shared, device=w.device)), dim=1)
+        fused_ids = torch.arange(e, e + n_fused, device=ids.device).expand(ids.shape[0], n_fused)
+        ids = torch.cat((ids, fused_ids), dim=1)
+        w = torch.cat((w, torch.ones(w.shape[0], n_fused, device=w.device)), dim=1)
     return w.float(), ids.to(torch.int32)
 
 

@@ -150,14 +150,14 @@ def check_scratch(prog: LaunchProgram, available_bytes: int) -> None:
         raise ValueError(f"launch {prog.name}: scratch needs {need} bytes, {available_bytes} available")
 
 
-def resident_programs(*, n_sm: int, regs_per_thread: int, num_warps: int, shared_bytes: int,
+def resident_programs(*, n_sm: int, regs_per_thread: int, num_warps: int, smem_bytes: int,
                       regs_per_sm: int = 65536, smem_per_sm: int = 232448, max_blocks_per_sm: int = 32,
                       warp_size: int = 32, reg_unit: int = 8) -> int:
     """Programs that can be resident at once, from a compiled kernel's resources (occupancy).
     Registers are allocated per thread in units of reg_unit (NVIDIA: 256 a warp = 8 a thread)."""
     regs = -(-max(1, regs_per_thread) // reg_unit) * reg_unit
     by_regs = regs_per_sm // (regs * warp_size * num_warps)
-    by_smem = smem_per_sm // shared_bytes if shared_bytes else max_blocks_per_sm
+    by_smem = smem_per_sm // smem_bytes if smem_bytes else max_blocks_per_sm
     return n_sm * max(0, min(by_regs, by_smem, max_blocks_per_sm))
 
 

@@ -126,7 +126,7 @@ class Shard:
 
     tp: int  # ranks
     heads: int  # attention heads on this rank
-    moe_inter: int  # routed / shared expert intermediate columns on this rank
+    moe_inter: int  # routed / fused expert intermediate columns on this rank
     dense_inter: int  # dense MLP intermediate columns on this rank
     vocab: int  # LM head / embedding rows on this rank
 
@@ -148,7 +148,7 @@ class Glm53Geometry:
     v_head: int  # per-head value dims
     n_routed: int  # routed experts
     top_k: int  # routed experts a token
-    n_shared: int  # shared experts (fused as expert id n_routed)
+    n_fused: int  # experts every token uses (HF / SGLang: n_shared_experts), fused as expert ids n_routed..
     routed_scaling: float
     moe_inter: int  # expert intermediate
     index_heads: int
@@ -178,7 +178,7 @@ class Glm53Geometry:
             v_head=int(c.v_head_dim),
             n_routed=int(c.n_routed_experts),
             top_k=int(c.num_experts_per_tok),
-            n_shared=int(getattr(c, "n_shared_experts", 0) or 0),
+            n_fused=int(getattr(c, "n_shared_experts", 0) or 0),
             routed_scaling=float(c.routed_scaling_factor),
             moe_inter=int(c.moe_intermediate_size),
             index_heads=int(c.index_n_heads),
@@ -241,7 +241,7 @@ class Glm53Geometry:
     def expected_experts(self, rows: int) -> float:
         """Distinct experts `rows` random routings touch, plus the shared one."""
         miss = (1.0 - self.top_k / self.n_routed) ** rows
-        return self.n_routed * (1.0 - miss) + self.n_shared
+        return self.n_routed * (1.0 - miss) + self.n_fused
 
     def layer_bytes(
         self,

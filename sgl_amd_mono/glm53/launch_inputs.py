@@ -79,7 +79,7 @@ def shard_weights(geo: Glm53Geometry, attn: AttentionWeights, moe: MoeWeights, *
                   rank: int) -> tuple[AttentionWeights, MoeWeights]:
     """Rank `rank`'s TP shard of full layer weights, as SGLang shards them: q_b rows, w_kc / w_vc and
     o_proj's input columns by head; every expert's gate and up rows and down columns by intermediate
-    column (the fused shared expert too); the rest replicated. Copies (each shard its own tensors, strides
+    column (the fused expert too); the rest replicated. Copies (each shard its own tensors, strides
     kept); ValueError if a shard would split a 128-block of scales."""
     s = geo.shard(tp)
     hq, hv, i = s.heads * geo.qk_head, s.heads * geo.v_head, s.moe_inter

@@ -1,7 +1,7 @@
 """GLM-5.3 layer stages on the torch oracle, over one TP rank's weights in SGLang's layouts.
 
 The attention half (input norm through o_proj, writing this step's MLA cache rows) and the FFN
-halves (MoE with the fused shared expert, dense MLP) of `DeepseekV2DecoderLayer`, in the order
+halves (MoE with the fused expert, dense MLP) of `DeepseekV2DecoderLayer`, in the order
 SGLang computes them (`../shared/reference/sglang-glm53.md` §2). The launches are checked
 against these functions; the reference forward chains them.
 """
@@ -38,7 +38,7 @@ class AttentionWeights:
 
 @dataclasses.dataclass
 class MoeWeights:
-    """One MoE layer's FFN on one rank; expert n_routed is the fused shared expert."""
+    """One MoE layer's FFN on one rank; expert n_routed is the fused expert."""
 
     gate: torch.Tensor  # mlp.gate.weight [E, D] bf16
     bias: torch.Tensor  # mlp.gate.e_score_correction_bias [E] f32
@@ -136,18 +136,18 @@ def attention_half(
 
 
 def route(geo: Glm53Geometry, w: MoeWeights, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Router: f32 logits of the bf16 gate, then biased top-k with the fused shared expert.
+    """Router: f32 logits of the bf16 gate, then biased top-k with the fused expert.
     x: [R, D] bf16. Returns (weights [R, top_k + 1] f32, ids [R, top_k + 1] int32)."""
     logits = x.float() @ w.gate.float().t()  # (R, E) f32
     return ref.biased_topk(
-        logits, w.bias, top_k=geo.top_k, routed_scaling=geo.routed_scaling, n_shared=geo.n_shared
+        logits, w.bias, top_k=geo.top_k, routed_scaling=geo.routed_scaling, n_fused=geo.n_fused
     )
 
 
 def moe_half(
     geo: Glm53Geometry, w: MoeWeights, post_norm: torch.Tensor, *, attn_o: torch.Tensor, residual: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Residual add + post-attention norm → router → routed + shared experts (this rank's partial).
+    """Residual add + post-attention norm → router → routed + fused experts (this rank's partial).
 
     attn_o: [R, D] bf16 (all-reduced o_proj) ; residual: [R, D] bf16.
     Returns (ffn out [R, D] bf16 partial, residual [R, D] bf16, {"weights", "ids", "x"}).

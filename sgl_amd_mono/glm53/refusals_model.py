@@ -51,7 +51,7 @@ class _Checker:
         self.tensor(f"{name}.weight_scale_inv", getattr(module, "weight_scale_inv", None), dtypes=(torch.float32,), shape=blocks)
 
 
-def model_reasons(*, model: Any, hf_config: Any, is_shared_fusion_required: bool) -> list[str]:
+def model_reasons(*, model: Any, hf_config: Any, is_expert_fusion_required: bool) -> list[str]:
     """Every defect of a loaded GlmMoeDsaForCausalLM that the launches cannot read, as plain facts."""
     c = _Checker()
     try:
@@ -74,7 +74,7 @@ def model_reasons(*, model: Any, hf_config: Any, is_shared_fusion_required: bool
         _attention(c, f"model.layers.{i}.self_attn", layer.self_attn, geo=geo, heads=shard.heads, runs_indexer=geo.runs_indexer[i])
         p = f"model.layers.{i}.mlp"
         if geo.is_moe_layer(i):
-            _moe(c, p, layer.mlp, geo=geo, inter=shard.moe_inter, is_shared_fusion_required=is_shared_fusion_required)
+            _moe(c, p, layer.mlp, geo=geo, inter=shard.moe_inter, is_expert_fusion_required=is_expert_fusion_required)
         else:
             c.block_fp8(f"{p}.gate_up_proj", getattr(layer.mlp, "gate_up_proj", None), n=2 * shard.dense_inter, k=geo.hidden)
             c.block_fp8(f"{p}.down_proj", getattr(layer.mlp, "down_proj", None), n=geo.hidden, k=shard.dense_inter)
@@ -108,17 +108,17 @@ def _attention(c: _Checker, p: str, attn: Any, *, geo: Glm53Geometry, heads: int
             c.tensor(f"{q}.k_norm.{part}", getattr(norm, part, None), dtypes=NORM_DTYPES, shape=(geo.index_dim,))
 
 
-def _moe(c: _Checker, p: str, mlp: Any, *, geo: Glm53Geometry, inter: int, is_shared_fusion_required: bool) -> None:
+def _moe(c: _Checker, p: str, mlp: Any, *, geo: Glm53Geometry, inter: int, is_expert_fusion_required: bool) -> None:
     gate = getattr(mlp, "gate", None)
     c.tensor(f"{p}.gate.weight", getattr(gate, "weight", None), dtypes=BF16, shape=(geo.n_routed, geo.hidden))
     c.tensor(f"{p}.gate.e_score_correction_bias", getattr(gate, "e_score_correction_bias", None),
              dtypes=(torch.float32,), shape=(geo.n_routed,))
     experts = getattr(mlp, "experts", None)
     fused = int(getattr(experts, "num_fused_shared_experts", 0) or 0)
-    if is_shared_fusion_required and fused != geo.n_shared:
+    if is_expert_fusion_required and fused != geo.n_fused:
         c.reasons.append(
-            f"{p}.experts num_fused_shared_experts {fused} is not n_shared_experts {geo.n_shared} "
-            f"(the shared expert as expert {geo.n_routed}, as SGLang fuses it on gfx942+ and sm_80+)"
+            f"{p}.experts num_fused_shared_experts {fused} is not n_shared_experts {geo.n_fused} "
+            f"(shared_experts as expert {geo.n_routed}, as SGLang fuses it on gfx942+ and sm_80+)"
         )
     if getattr(experts, "moe_ep_size", 1) != 1:
         c.reasons.append(f"{p}.experts moe_ep_size {experts.moe_ep_size} is not 1")
@@ -131,10 +131,10 @@ def _moe(c: _Checker, p: str, mlp: Any, *, geo: Glm53Geometry, inter: int, is_sh
         ("w2_weight_scale_inv", (n, blocks_h, blocks_i), (torch.float32,)),
     ):
         c.tensor(f"{p}.experts.{name}", getattr(experts, name, None), dtypes=dtypes, shape=shape)
-    if not fused:  # the unfused shared expert, a TP MLP of its own (CPU; TBO/SBO)
+    if not fused:  # the unfused expert, a TP MLP of its own (CPU; TBO/SBO)
         shared = getattr(mlp, "shared_experts", None)
         if shared is None:
-            c.reasons.append(f"{p}.shared_experts is missing and no shared expert is fused")
+            c.reasons.append(f"{p}.shared_experts is missing and no expert is fused in its place")
         else:
-            c.block_fp8(f"{p}.shared_experts.gate_up_proj", getattr(shared, "gate_up_proj", None), n=2 * inter * geo.n_shared, k=geo.hidden)
-            c.block_fp8(f"{p}.shared_experts.down_proj", getattr(shared, "down_proj", None), n=geo.hidden, k=inter * geo.n_shared)
+            c.block_fp8(f"{p}.shared_experts.gate_up_proj", getattr(shared, "gate_up_proj", None), n=2 * inter * geo.n_fused, k=geo.hidden)
+            c.block_fp8(f"{p}.shared_experts.down_proj", getattr(shared, "down_proj", None), n=geo.hidden, k=inter * geo.n_fused)

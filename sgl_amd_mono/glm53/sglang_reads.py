@@ -61,7 +61,7 @@ SGLANG_READS: tuple[tuple[str, str, str, str], ...] = (
     ("attr", "mlp", "experts.w2_weight", "[E(+fused), D, I]"),
     ("attr", "mlp", "experts.w13_weight_scale_inv", "fp8 only"),
     ("attr", "mlp", "experts.w2_weight_scale_inv", "fp8 only"),
-    ("attr", "mlp", "num_fused_shared_experts", "0: the shared expert is stacked in (a copy)"),
+    ("attr", "mlp", "num_fused_shared_experts", "0: shared_experts is stacked in as expert n_routed (a copy)"),
     ("attr", "mlp", "shared_experts.gate_up_proj.weight", "when not fused"),
     ("attr", "mlp", "shared_experts.down_proj.weight", "when not fused"),
     ("attr", "mlp", "tp_size", "intermediate shard"),

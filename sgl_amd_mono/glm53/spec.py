@@ -70,10 +70,10 @@ def _config_disable_reasons(cfg: Any, hf_config: Any) -> list[str]:
     )
 
 
-def _model_disable_reasons(model: Any, hf_config: Any, copies: dict, *, is_shared_fusion_required: bool) -> list[str]:
+def _model_disable_reasons(model: Any, hf_config: Any, copies: dict, *, is_expert_fusion_required: bool) -> list[str]:
     from sgl_amd_mono.glm53.refusals_model import model_reasons
 
-    return model_reasons(model=model, hf_config=hf_config, is_shared_fusion_required=is_shared_fusion_required)
+    return model_reasons(model=model, hf_config=hf_config, is_expert_fusion_required=is_expert_fusion_required)
 
 
 def _build(model: Any, hf_config: Any, ctx: BuildContext, *, backend: str):
@@ -82,11 +82,11 @@ def _build(model: Any, hf_config: Any, ctx: BuildContext, *, backend: str):
     return runner.build(model, hf_config, ctx, backend=backend)
 
 
-def make_spec(*, backend: str = "launch", is_shared_fusion_required: bool = True) -> MonoSpec:
+def make_spec(*, backend: str = "launch", is_expert_fusion_required: bool = True) -> MonoSpec:
     """The GLM-5.3 MonoSpec whose build runs `backend` ("launch" for a server, "reference" in tests).
 
-    On a GPU server SGLang fuses the shared expert as expert n_routed_experts; on CPU it does not, so CPU
-    tests of the reference backend pass is_shared_fusion_required=False. A server always gets SPEC.
+    On a GPU server SGLang fuses its shared_experts as expert n_routed_experts; on CPU it does not, so CPU
+    tests of the reference backend pass is_expert_fusion_required=False. A server always gets SPEC.
     """
     # load_tensor is omitted: the launches read SGLang's loaded tensors (refusals_model checks their
     # layout and refuses a shuffled one), so no raw checkpoint tensor is copied at load.
@@ -97,7 +97,7 @@ def make_spec(*, backend: str = "launch", is_shared_fusion_required: bool = True
         requires=REQUIRES,
         numerics=Numerics(kind=NumericsKind.TOLERANCE, bounds=BOUNDS),
         model_disable_reasons=functools.partial(
-            _model_disable_reasons, is_shared_fusion_required=is_shared_fusion_required
+            _model_disable_reasons, is_expert_fusion_required=is_expert_fusion_required
         ),
         build=functools.partial(_build, backend=backend),
         api_version=MONOKERNEL_API_VERSION,

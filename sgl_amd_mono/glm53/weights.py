@@ -26,7 +26,7 @@ BF16 = torch.bfloat16
 # The copies binding makes, and why. Everything else is SGLang's tensor itself.
 COPIES = (
     "mlp.experts.w13/w2 (+scales) with mlp.shared_experts stacked as expert n_routed: "
-    "SGLang leaves the shared expert unfused where its fusion is off (CPU, TBO/SBO)",
+    "SGLang leaves its shared_experts unfused where its fusion is off (CPU, TBO/SBO)",
 )
 
 
@@ -117,7 +117,7 @@ def bind_indexer(geo: Glm53Geometry, layer: Any, i: int) -> IndexerWeights:
 
 
 def bind_moe(geo: Glm53Geometry, layer: Any, i: int) -> tuple[MoeWeights, int]:
-    """The routed experts, with the shared expert stacked in as expert n_routed when SGLang left it
+    """The routed experts, with SGLang's shared_experts stacked in as expert n_routed when SGLang left it
     unfused (the one copy). Returns (weights, bytes copied)."""
     p, mlp = f"model.layers.{i}.mlp", layer.mlp
     e, inter = geo.n_routed, geo.moe_inter // max(1, mlp.tp_size)
@@ -133,14 +133,14 @@ def bind_moe(geo: Glm53Geometry, layer: Any, i: int) -> tuple[MoeWeights, int]:
         w2_s = _check(f"{p}.experts.w2_weight_scale_inv", getattr(ex, "w2_weight_scale_inv", None),
                       (e + n_fused, -(-geo.hidden // 128), -(-inter // 128)), (torch.float32,))
     copied = 0
-    if n_fused == 0 and geo.n_shared:
+    if n_fused == 0 and geo.n_fused:
         sh = mlp.shared_experts
         if sh is None:
-            raise ValueError(f"{p}.shared_experts is missing and no shared expert is fused")
-        gu, gu_s = _linear(f"{p}.shared_experts.gate_up_proj", sh.gate_up_proj, 2 * inter * geo.n_shared, geo.hidden)
-        dn, dn_s = _linear(f"{p}.shared_experts.down_proj", sh.down_proj, geo.hidden, inter * geo.n_shared)
-        if geo.n_shared != 1 or gu.dtype != w13.dtype:
-            raise ValueError(f"{p}.shared_experts: {geo.n_shared} experts of {gu.dtype}, expected 1 of {w13.dtype}")
+            raise ValueError(f"{p}.shared_experts is missing and no expert is fused in its place")
+        gu, gu_s = _linear(f"{p}.shared_experts.gate_up_proj", sh.gate_up_proj, 2 * inter * geo.n_fused, geo.hidden)
+        dn, dn_s = _linear(f"{p}.shared_experts.down_proj", sh.down_proj, geo.hidden, inter * geo.n_fused)
+        if geo.n_fused != 1 or gu.dtype != w13.dtype:
+            raise ValueError(f"{p}.shared_experts: {geo.n_fused} experts of {gu.dtype}, expected 1 of {w13.dtype}")
         w13, w2 = torch.cat((w13, gu[None])), torch.cat((w2, dn[None]))
         if is_fp8:
             w13_s, w2_s = torch.cat((w13_s, gu_s[None])), torch.cat((w2_s, dn_s[None]))

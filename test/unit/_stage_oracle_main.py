@@ -82,7 +82,7 @@ def main(case):
     inputs = {**weights, **{k: v for k, v in step.items() if k != "kv_cache"}, "kv_cache": st.kv_cache}
     b = oracle.run(table, d, oracle.new_buffers(table, d, inputs, "cpu"))
     want, kv_want = li.oracle(geo, aw, mw, st)
-    res["chain"] = _final(b, want, b["kv_cache"], kv_want, st.out_loc, d, "chain")
+    res["chain"] = _final(b, want, b["kv_cache"], kv_want, st.out_loc, d, "shared")
     res["launch_vs_chain"] = _final(plan.out, b, kv_t, b["kv_cache"], st.out_loc, d, "launch")
     # chain control: one o_proj scale block 20% off (as test_launch_shared_interp's), kv_a_norm's weights mixed
     # with their neighbours' (the cache rows) and the gate's rows rolled by one expert (the picks)
@@ -90,7 +90,7 @@ def main(case):
     aw.kv_a_norm = (aw.kv_a_norm.float() + 0.05 * aw.kv_a_norm.float().roll(1, -1)).to(torch.bfloat16)
     mw.gate = mw.gate.roll(1, 0)
     bc = oracle.run(table, d, oracle.new_buffers(table, d, {**inputs, **layer.layer_tensors(aw, mw)}, "cpu"))
-    res["chain_control"] = _final(bc, want, bc["kv_cache"], kv_want, st.out_loc, d, "chain")
+    res["chain_control"] = _final(bc, want, bc["kv_cache"], kv_want, st.out_loc, d, "shared")
     res["seconds"] = {"launch": t_launch, "total": time.perf_counter() - t0}
     print(json.dumps(res))
 

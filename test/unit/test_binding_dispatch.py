@@ -41,7 +41,7 @@ def routed(tiny_fp8):
         return "original forward"
 
     model.forward = sentinel
-    spec = make_spec(backend="reference", is_shared_fusion_required=False)
+    spec = make_spec(backend="reference", is_expert_fusion_required=False)
     built = spec.build(model, cfg, BuildContext(isa="cpu", widths=(3, 4), deadline_s=10.0, copies={}))
     served = frozenset(ShapeKey(forward_mode=m, batch_size=b, tokens_per_request=n) for m, b, n in (DECODE, VERIFY))
     _install_forward(model=model, built=built, served=served, spec=spec)

@@ -152,3 +152,20 @@ print(json.dumps(res))
     assert res["y0"] <= 1e-6 and res["y1"] <= 1e-6 and res["s0"] <= 1e-4 and res["s1"] <= 1e-4, res
     assert res["counts"] == [8, 8] and res["epoch"] == 2, res
     assert res["refused"] == "toy launch refused: width 3 is not a power of two"
+
+
+def test_build_binds_every_layer_to_one_plan_a_width(caplog):
+    """The server-side build: a plan a width, every layer bound to it, progress logged a width."""
+    import logging
+
+    geo = li.glm53_geometry()
+    layers = [layer_tensors(*li.meta_weights(geo, tp=8)) for _ in range(3)]
+    with caplog.at_level(logging.INFO, logger="sgl_amd_mono.backends.triton.kinds"):
+        built = kinds.build("shared", geo, widths=(1, 4), layers=layers, tp=8, kv_dtype=torch.bfloat16, device="meta",
+                            options=LaunchOptions(n_programs=132), tiles=Tiles())
+    assert sorted(built) == [1, 4]
+    for w, (plan, bound) in built.items():
+        assert plan.width == w and [b.launch_id for b in bound] == [0, 1, 2]
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("[1/2] shared[tp8,w1]: 3 layers bound") for m in msgs), msgs
+    assert any(m.startswith("[2/2] shared[tp8,w4]: 3 layers bound") for m in msgs), msgs

@@ -69,7 +69,7 @@ def test_scratch_and_residency_refused():
     prog = _prog()
     with pytest.raises(ValueError, match="scratch needs"):
         program.check_scratch(prog, 1024)
-    res = program.resident_programs(n_sm=132, regs_per_thread=184, num_warps=8, shared_bytes=57728)
+    res = program.resident_programs(n_sm=132, regs_per_thread=184, num_warps=8, smem_bytes=57728)
     assert res == 132
     program.check_resident("x", 132, res)
     with pytest.raises(ValueError, match="exceeds"):

@@ -13,9 +13,9 @@ from tiny_glm53 import build_tiny_model  # noqa: E402
 
 from sgl_amd_mono.glm53.spec import SPEC, make_spec  # noqa: E402
 
-# CPU SGLang does not fuse the shared expert (it does on gfx942+ / sm_80+), so the defects are checked
+# CPU SGLang does not fuse shared_experts (it does on gfx942+ / sm_80+), so the defects are checked
 # with the CPU spec; the server's SPEC is checked to refuse exactly that on CPU.
-CPU_SPEC = make_spec(backend="reference", is_shared_fusion_required=False)
+CPU_SPEC = make_spec(backend="reference", is_expert_fusion_required=False)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_server_spec_requires_the_fused_shared_expert(tiny):
     moe_layers = [i for i in range(hf_config.num_hidden_layers) if i >= hf_config.first_k_dense_replace]
     assert reasons == [
         f"model.layers.{i}.mlp.experts num_fused_shared_experts 0 is not n_shared_experts 1 "
-        "(the shared expert as expert 8, as SGLang fuses it on gfx942+ and sm_80+)"
+        "(shared_experts as expert 8, as SGLang fuses it on gfx942+ and sm_80+)"
         for i in moe_layers
     ]
 

@@ -47,7 +47,7 @@ def test_cited_results_exist():
 
 
 def test_missing_citation_is_reported():
-    files = [p.name for p in RESULTS.iterdir()]
-    text = "see results/final9_h200_trace.log and results/does_not_exist.log; results/final9_h200_*."
+    files = ["final10_h200_trace.log", "final10_h200_summary.txt"]
+    text = "see results/final10_h200_trace.log and results/does_not_exist.log; results/final10_h200_*."
     assert missing(text, files) == ["does_not_exist.log"]
     assert missing("results/nothing_like_this_*", files) == ["nothing_like_this_*"]

@@ -48,12 +48,12 @@ def test_gfx950_tiles_do_not_spill():
     assert r["resident"] >= r["grid"], r  # the whole grid fits the CUs (VGPRs and LDS)
 
 
-H200_SHARED_BYTES = 232448  # the opt-in shared memory a block may use on sm_90 (Triton's check at load)
+H200_SMEM_BYTES = 232448  # the opt-in SMEM a block may use on sm_90 (Triton's check at load)
 
 
 @pytest.mark.parametrize("tp", [1, 8])
 def test_sm90_shared_memory_fits(tp):
-    """GLM-5.3's real build keys at TP1 and TP8 fit sm_90's shared memory (else the launch fails to load,
+    """GLM-5.3's real build keys at TP1 and TP8 fit sm_90's SMEM (else the launch fails to load,
     as TP1 did on the H200 when MoE down unrolled all 16 k blocks of an expert: 506892 bytes)."""
     import torch
 
@@ -61,4 +61,4 @@ def test_sm90_shared_memory_fits(tp):
                            n_programs=132)
     r.pop("kernel")
     print(r)
-    assert 0 < r["shared"] <= H200_SHARED_BYTES, r
+    assert 0 < r["smem"] <= H200_SMEM_BYTES, r

@@ -17,7 +17,7 @@ def test_binds_in_place_and_stacks_the_shared_expert(tiny_fp8):
     a = model.model.layers[1].self_attn
     assert w.layers[1].attn.qkv_a.data_ptr() == a.fused_qkv_a_proj_with_mqa.weight.data_ptr()
     mlp = model.model.layers[1].mlp
-    assert w.layers[1].ffn.w13.shape[0] == geo.n_routed + 1  # the copy: shared expert as id n_routed
+    assert w.layers[1].ffn.w13.shape[0] == geo.n_routed + 1  # the copy: shared_experts as id n_routed
     assert torch.equal(w.layers[1].ffn.w13[geo.n_routed].float(), mlp.shared_experts.gate_up_proj.weight.float())
     assert w.copies_bytes > 0 and w.layers[3].indexer is None and w.layers[2].indexer is not None
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import time
 
 from sgl_amd_mono.backends.triton.launch import LaunchPlan, TritonKind
+
+log = logging.getLogger(__name__)
 
 KINDS = {
     "shared": "sgl_amd_mono.backends.triton.kernel_shared",
@@ -20,3 +24,19 @@ def get(name: str) -> TritonKind:
 def plan(name: str, geo, **kw) -> LaunchPlan:
     """A `LaunchPlan` of kind `name` (keyword arguments as LaunchPlan's)."""
     return LaunchPlan(get(name), geo, **kw)
+
+
+def build(name: str, geo, *, widths, layers, **kw) -> dict:
+    """What a server's build does for one kind: a plan a width, every layer bound to it (its weights checked
+    once; the first bind of a width compiles, cached by Triton on disk and in process). Logs each width's
+    progress and seconds. layers: every layer's weights {table name: tensor}, in launch_id order.
+    Returns {width: (plan, [bound layer])}."""
+    out, t_all = {}, time.perf_counter()
+    for i, w in enumerate(widths):
+        t0 = time.perf_counter()
+        p = plan(name, geo, width=w, **kw)
+        bound = [p.bind(weights, launch_id=j) for j, weights in enumerate(layers)]
+        out[w] = (p, bound)
+        log.info("[%d/%d] %s: %d layers bound in %.1f s (compile %.1f s; %.1f s in all)", i + 1, len(widths), p.name,
+                 len(bound), time.perf_counter() - t0, p.compile_s, time.perf_counter() - t_all)
+    return out

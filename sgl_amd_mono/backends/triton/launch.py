@@ -239,9 +239,9 @@ class LaunchPlan:
                 lds_bytes=k.metadata.shared, lds_per_cu=program.AMD_LDS_PER_CU[target_of(self.device)])
         else:
             resident = program.resident_programs(n_sm=props.multi_processor_count, regs_per_thread=k.n_regs,
-                                                 num_warps=self.num_warps, shared_bytes=k.metadata.shared)
+                                                 num_warps=self.num_warps, smem_bytes=k.metadata.shared)
         program.check_resident(self.name, self.n_programs, resident)
-        self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": k.metadata.shared,
+        self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "smem": k.metadata.shared,
                           "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps}
 
     def compiled_variants(self) -> int | None:

@@ -1,6 +1,6 @@
 """The MoE half's stages in Triton (norm2 ... down): one @triton.jit function a stage's task loop, called by
 every kind's kernel that runs the half (`glm53/kinds/halves.py` is the table). Conventions as
-`stages_attention.py`. The fused shared expert is expert E; no float atomics anywhere: bitwise
+`stages_attention.py`. The fused expert is expert E; no float atomics anywhere: bitwise
 reproducible.
 """
 
@@ -60,7 +60,7 @@ def route_chunk(lg_part_ptr, bias_ptr, expert_ids_ptr, rw_ptr, r, c, R: tl.const
     """The router for experts c*RC .. c*RC+RC-1 of row r: each one's rank among all biased scores
     (higher first, lower id first on ties: the order of an arg-max loop) says whether it is in the
     top-k. Writes expert_ids[r, rank] = e for the picked ones, and rw[e, r] = its sigmoid score (0 if not
-    picked). Chunk 0 also writes the fused shared expert E at expert_ids[r, TOPK] and rw[E, r] = 1.
+    picked). Chunk 0 also writes the fused expert E at expert_ids[r, TOPK] and rw[E, r] = 1.
     The renormalisation (x routed_scaling / the row's sum of picked scores) is applied by the readers
     (`used_experts` gives every program each row's factor). The chunk's own scores are taken out of
     the [E_PAD / RC, RC] view of the row's by an exact masked sum (one term a column), so both sides of
@@ -98,7 +98,7 @@ def route(lg_part_ptr, bias_ptr, expert_ids_ptr, rw_ptr, pid, ok, task_count_ptr
 
 @triton.jit
 def used_experts(rw_ptr, uniq_ptr, routed_scaling, R: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr):
-    """This program's own list of the experts any row uses (rw != 0), ascending, the shared expert E
+    """This program's own list of the experts any row uses (rw != 0), ascending, the fused expert E
     last, at uniq_ptr. Returns (its length, scale [16]): scale[r] = routed_scaling / (row r's sum of
     picked scores), the router's renormalisation."""
     rows = tl.arange(0, 16)

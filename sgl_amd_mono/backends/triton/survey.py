@@ -2,7 +2,7 @@
 
 python -m sgl_amd_mono.backends.triton.survey [--widths 1 8] [--tp 8] [--targets gfx950 sm_90] [--tiny]
 Prints one row per (target, tp, width, kv dtype): registers (VGPR/SGPR or regs), spills, scratch
-or shared memory. Uses Triton's compile path (ASTSource + GPUTarget) with no GPU; sm_90's register
+or SMEM. Uses Triton's compile path (ASTSource + GPUTarget) with no GPU; sm_90's register
 counts come from the bundled ptxas (-v), gfx950's from the amdhsa metadata in the assembly.
 """
 
@@ -120,12 +120,12 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
                        options={"num_warps": num_warps, **tiles.compile_options()})
     out = {"kind": kind, "target": target, "tp": tp, "width": width, "kv": KV_DTYPES[kv_dtype],
            "num_warps": num_warps, "grid": n_programs, **tiles.compile_options(),
-           "compile_s": round(time.time() - t, 1), "shared": k.metadata.shared}
+           "compile_s": round(time.time() - t, 1), "smem": k.metadata.shared}
     out.update(_ptxas_usage(k.asm["ptx"]) if backend == "cuda" else _amd_usage(k.asm["amdgcn"]))
     if backend == "hip":  # can the grid (n_programs on n_programs / progs_per_sm CUs) all be resident?
         out["resident"] = program.resident_programs_amd(
             n_cu=n_programs // tiles.progs_per_sm, vgprs=out["vgprs"], waves_per_program=num_warps,
-            lds_bytes=out["shared"], lds_per_cu=program.AMD_LDS_PER_CU[target])
+            lds_bytes=out["smem"], lds_per_cu=program.AMD_LDS_PER_CU[target])
     code = k.asm["cubin"] if backend == "cuda" else k.asm["hsaco"]  # the code object's bytes
     out["sha"] = hashlib.sha256(code if isinstance(code, bytes) else code.encode()).hexdigest()[:12]
     out["kernel"] = k

@@ -92,7 +92,7 @@ def _x_tile(xq_ptr, stride_x, offs_k, R: tl.constexpr, SWAP: tl.constexpr):
 def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr):
     """acc + one k block's scaled product, x from `_x_tile`. Rows-first (acc [16, BN]): dot(xq [16, 128],
     w^T [128, BN]). SWAP (acc [BN, 16], the caller transposes): dot(w [BN, 128], xq^T [128, 16]), the
-    weight tile as the first operand. On sm_90 that is a wgmma reading the fp8 tile from shared memory;
+    weight tile as the first operand. On sm_90 that is a wgmma reading the fp8 tile from SMEM;
     rows-first is an mma.sync that converts every weight tile to f16 in registers and repeats the
     [16, 128] activation tile's conversion in every warp. Swapped is faster (H200, 8 rows,
     results/probe_tiles_h200.log: MoE down 30.8 vs 37.5 us at 8 warps, 24.9 vs 33.4 at 4; up 42.2 vs 47.0)
@@ -144,7 +144,7 @@ def fp8_gemv_experts(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, n_exp, n0, R: t
     this one's multiply. Columns past BN or N are 0. SWAP: `_block_dot`.
     (H200, 48 experts of the TP8 down, `probe_moe_down.py`: 34.7 us; one loop over (expert, k block)
     47.7 us, or 40.7 us without the expert-id load; one task per (expert, column tile) 34.9 us plus a
-    combine of the partials. Unrolling all of an expert's k blocks does not fit shared memory at TP1.)
+    combine of the partials. Unrolling all of an expert's k blocks does not fit SMEM at TP1.)
 
     (H200, TP8 8K: loading the ids once before the loop and picking each iteration's from registers, as
     the up stage does, made this stage slower: 50.9 vs 34.8 us at 8 rows; results/trace_h200_moe_flat.log.

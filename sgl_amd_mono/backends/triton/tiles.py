@@ -74,7 +74,7 @@ class Tiles:
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
-    # the fp8 tiles straight from shared memory instead of an mma.sync of f16-converted tiles. Faster, H200
+    # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
     # 169.2. Not the default: the fp8 wgmma sums each 32-long k slice at reduced precision (GEMVs within
     # ~1.5e-4 of exact vs ~1e-7), and the requantizations after them turn that into check_layer failures

@@ -27,7 +27,7 @@ def cdiv(a: int, b: int) -> int:
 
 def max_used_experts(geo: Glm53Geometry, width: int) -> int:
     """Used experts a step at most: every routed pick of every row (at most all routed experts) + the
-    fused shared expert."""
+    fused expert."""
     return min(width * geo.top_k, geo.n_routed) + 1
 
 
@@ -42,7 +42,7 @@ class LayerDims:
     no-rope head dims; VH value head dim; H heads on this rank; E routed experts (E_PAD: a power of two
     >= 16); TOPK routed picks a row (KP: a power of two > TOPK); I expert intermediate on this rank; KTOP
     top-k slots a row attends; NSPLIT attention splits a row; MAXU used experts at most (the fused
-    shared expert included)."""
+    fused expert included)."""
 
     R: int
     D: int

@@ -105,7 +105,7 @@ MOE_WEIGHTS = (
 
 MOE_OUTPUTS = (
     B("out", lambda d: (d.R, d.D), "bf16", "the MoE output (this rank's partial at TP > 1)"),
-    B("expert_ids", lambda d: (d.R, d.TOPK + 1), "i32", "picked experts in rank order, the fused shared expert last"),
+    B("expert_ids", lambda d: (d.R, d.TOPK + 1), "i32", "picked experts in rank order, the fused expert last"),
     B("expert_weights", lambda d: (d.R, d.TOPK + 1), "f32", "their routing weights (renormalised, x routed_scaling)"),
 )
 

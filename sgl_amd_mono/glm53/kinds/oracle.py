@@ -105,7 +105,8 @@ STAGE_BOUNDS: dict[str, float] = {
 }
 
 # The launch on the H200 against `run_isolated` (check_layer.py --stop-after all; TP8 rows 1 / 2 / 4 / 8 at 8K,
-# bf16 and fp8 KV; results/final10_h200_check_*): ~3x the largest value measured, in `rel` (and `max_abs` for
+# bf16 and fp8 KV; measured in results/bounds_h200_check_layer_tp8.log, held at 128K and TP4 / TP2 / TP1 too in
+# results/final10_h200_check_layer_*.log): ~3x the largest value measured, in `rel` (and `max_abs` for
 # ints). Where a stage was bitwise equal in every config the bound allows about one rounding flip instead (a
 # bf16 flip moves rel by ~5e-5 over a 6144-wide row, an fp8 one by ~8e-4), which its control still fails by
 # 10x or more. max_rel is reported, not bounded: one fp8 flip of the quantized v is 3.8e-2 of its max, where

@@ -1,6 +1,6 @@
 """Oracle stages of the MoE half (norm2 ... down), one torch function a stage of `halves.MOE_STAGES`.
 
-Conventions as `oracle_attention.py`. The fused shared expert is expert E. A program's used-expert list
+Conventions as `oracle_attention.py`. The fused expert is expert E. A program's used-expert list
 (`uniq` row p) is the used experts ascending, then E; entries past it are stale (left as they are). The
 used count n_u (E included) is read back from the list: the position of its first E, plus one.
 """
@@ -14,10 +14,10 @@ from sgl_amd_mono.glm53.kinds.oracle_attention import gemv_parts, put_quant, sum
 
 
 def list_len(uniq: torch.Tensor, e: int) -> int:
-    """Entries of program 0's `uniq` list [.., MAXU + 1] up to its first E (the shared expert) included."""
+    """Entries of program 0's `uniq` list [.., MAXU + 1] up to its first E (the fused expert) included."""
     hit = (uniq.reshape(-1, uniq.shape[-1])[0] == e).nonzero()
     if not hit.numel():
-        raise ValueError(f"uniq {uniq.tolist()} lists no shared expert {e}")
+        raise ValueError(f"uniq {uniq.tolist()} lists no fused expert {e}")
     return int(hit[0, 0]) + 1
 
 
@@ -53,7 +53,7 @@ def route(b: dict, d) -> None:
     """expert_ids = reference.biased_topk's picks (rank order, E last); rw[e, r] = sigmoid score of e if
     row r picked it else 0, rw[E, r] = 1 (rows r < R; the rest untouched)."""
     logits = sum_parts(b["lg_part"])
-    _, ids = ref.biased_topk(logits, b["bias"], top_k=d.TOPK, routed_scaling=d.routed_scaling, n_shared=1)
+    _, ids = ref.biased_topk(logits, b["bias"], top_k=d.TOPK, routed_scaling=d.routed_scaling, n_fused=1)
     b["expert_ids"].copy_(ids)
     rw = b["rw"]
     rw[:, : d.R] = 0.0
@@ -79,7 +79,7 @@ def up(b: dict, d) -> None:
 def act(b: dict, d) -> None:
     """aq[u] / as[u] = SiLU(bf16 gate) * bf16 up of used expert u, quantized, the group scales times each
     row's routing weight (routed: rw x renorm; shared: rw[E] = 1); expert_weights = the rows' picked
-    scores x renorm, 1 for the shared expert."""
+    scores x renorm, 1 for the fused expert."""
     rw, uniq = b["rw"], b["uniq"]
     scale = renorm(rw, d)
     ks = d.tiles.ks_u

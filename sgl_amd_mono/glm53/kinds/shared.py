@@ -49,14 +49,15 @@ def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) 
         ((s.heads * g.v_head) % 128 == 0, f"heads/tp x v_head {s.heads * g.v_head} is not a multiple of 128"),
         (s.moe_inter % 128 == 0, f"moe_inter/tp {s.moe_inter} is not a multiple of 128"),
         (g.index_topk % 32 == 0, f"index_topk {g.index_topk} is not a multiple of 32"),
-        (g.n_shared == 1, f"n_shared {g.n_shared} is not 1 (the launch fuses exactly one shared expert)"),
+        (g.n_fused == 1, f"n_shared_experts {g.n_fused} is not 1 (the launch fuses exactly one always-on expert as expert E)"),
         (g.top_k + 1 <= 16, f"top_k {g.top_k} + 1 exceeds 16"),
     ]
     return bad + [msg for good, msg in checks if not good]
 
 
 # ---- bounds of this kind's launch against the oracle (`glm53/bounds.py` lists every table) ----
-# On the H200 (check_layer.py, results/final10_h200_check_*): ~3x the largest value measured over TP8 rows
+# On the H200 (check_layer.py; measured in results/bounds_h200_check_layer_*.log, held in
+# results/final10_h200_check_layer_*.log): ~3x the largest value measured over TP8 rows
 # 1 / 2 / 4 / 8 at 8K and rows 1 / 8 at 128K, bf16 and fp8 KV, TP4 rows 1 / 4, TP2 rows 1 / 2, TP1 row 1, on
 # weights cut from one full draw (o.rel 5.8e-3 at TP4 w4; residual_out.rel 5.6e-4; out.rel 1.5e-2 at TP1;
 # expert_weights.max_abs 1.2e-7; cache rows 7.6e-6 once, else 0). The fp8 requantization of v / act turns

@@ -69,7 +69,7 @@ def main():
                     us = graph_time_us(lambda: [f() for f in fns], reps=10, inner=5) / N_COPIES
                     fns[0]()
                     err = ((part.sum(0) - ref).norm() / ref.norm()).item()
-                except Exception as e:  # a tile the compiler refuses (shared memory): skipped, said
+                except Exception as e:  # a tile the compiler refuses (SMEM): skipped, said
                     print(f"  {name} R={r} bn={bn} ks={ks} st={st} w={nw}: {type(e).__name__}", flush=True)
                     continue
                 tasks = -(-n // bn) * ks
