@@ -18,6 +18,8 @@ import torch
 ERR_FIELDS = ("flag", "launch", "stage", "program", "waited_on", "seen", "target", "epoch")
 ERR_WORDS = len(ERR_FIELDS)
 ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
+ERR_INPUT = 0x1BAD  # err[0] once a step input was found that the launch cannot serve (the first error wins)
+# For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed.
 
 # A spin-count bound is the portable deadline (Triton's interpreter, HIP, CUDA): one poll of a
 # readiness word is an L2 round trip, >= ~0.5 us on H200 (shared/examples/sync_probe.py: 0.5 us a
@@ -54,6 +56,7 @@ def new_error_word(device) -> torch.Tensor:
 class ErrorWord:
     """A decoded error word."""
 
+    flag: int
     launch: int
     stage: int
     program: int
@@ -65,6 +68,10 @@ class ErrorWord:
     def describe(self, launch_names: dict[int, str] | None = None, stage_names: list[str] | None = None) -> str:
         launch = (launch_names or {}).get(self.launch, str(self.launch))
         sname = lambda i: stage_names[i] if stage_names and 0 <= i < len(stage_names) else str(i)  # noqa: E731
+        if self.flag == ERR_INPUT:
+            return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found step row "
+                    f"{self.waited_on}'s length {self.seen} past the {self.target} keys its page table holds "
+                    f"(read as {self.target})")
         return (
             f"launch {launch}: program {self.program} in stage {sname(self.stage)} missed its deadline "
             f"waiting on stage {sname(self.waited_on)} (counter {self.seen}, target {self.target}, epoch {self.epoch})"
@@ -74,13 +81,14 @@ class ErrorWord:
 def read_error(err: torch.Tensor) -> ErrorWord | None:
     """The decoded error word, or None while healthy (synchronises: call it outside the step)."""
     w = dict(zip(ERR_FIELDS, (int(v) for v in err.detach().to("cpu").tolist())))
-    if w.pop("flag") == 0:
+    if w["flag"] == 0:
         return None
     return ErrorWord(**w)
 
 
 def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:
-    """Raise RuntimeError naming where a deadline was missed, if one was."""
+    """Raise RuntimeError naming where a deadline was missed or a bad step input was found, if one was."""
     e = read_error(err)
     if e is not None:
-        raise RuntimeError("device deadline missed: " + e.describe(launch_names, stage_names))
+        what = "bad step input" if e.flag == ERR_INPUT else "device deadline missed"
+        raise RuntimeError(f"{what}: " + e.describe(launch_names, stage_names))

@@ -25,7 +25,7 @@ import torch
 from sgl_amd_mono.common import program
 
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "fp8": torch.float8_e4m3fn, "i32": torch.int32,
-          "i64": torch.int64}
+          "i64": torch.int64, "u8": torch.uint8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +92,7 @@ class KindTable:
     scratch: tuple[Buffer, ...]
     stages: tuple[StageDef, ...]
     cache: str = ""  # the input buffer whose rows the cache_rows stages write
+    in_place: tuple[str, ...] = ()  # other inputs a stage writes in place (a second cache)
 
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]
@@ -169,7 +170,7 @@ class KindTable:
             if b.name not in writers:
                 bad.append(f"output {b.name} is written by no stage")
         for b in (*self.inputs, *self.weights):
-            if b.name in writers and b.name != self.cache:
+            if b.name in writers and b.name != self.cache and b.name not in self.in_place:
                 bad.append(f"{b.name} is a launch input but stage {self.stages[writers[b.name][0]].name} writes it")
         counts = [c.name for st in self.stages for c in st.counts]
         if len(set(counts)) != len(counts):

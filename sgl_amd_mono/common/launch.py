@@ -28,6 +28,7 @@ class LaunchOptions:
     skip_mask: int = 0  # timing variants only: bit s set = stage s runs no tasks (results invalid)
     trace: bool = False  # NVIDIA timing builds only: every program stamps the global timer at each stage
     count_tasks: bool = False  # interpreter checks: count the tasks each stage runs
+    max_context: int = 0  # tokens a row may read at most (kinds that read a request's whole context); 0: the model's
 
 
 def grid_size(options: LaunchOptions, device: torch.device, *, progs_per_sm: int) -> int:

@@ -62,9 +62,12 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
 
 
 def index_qk(
-    w: IndexerWeights, *, x: torch.Tensor, q_lora: torch.Tensor, positions: torch.Tensor, rope: int
+    w: IndexerWeights, *, x: torch.Tensor, q_lora: torch.Tensor, positions: torch.Tensor, rope: int,
+    cos_sin: Optional[torch.Tensor] = None,
 ) -> IndexQK:
-    """x: [R, D] bf16 (input-normed hidden); q_lora: [R, q_lora] bf16; positions: [R] int64."""
+    """x: [R, D] bf16 (input-normed hidden); q_lora: [R, q_lora] bf16; positions: [R] int64. cos_sin: [R, rope]
+    f32 rows at the positions, if given instead of reading w.cos_sin_cache (the launch checks take the
+    MLA's rows, which are the same cache)."""
     r = x.shape[0]
     dim = w.wk.shape[0]
     heads = w.weights_proj.shape[0]
@@ -73,7 +76,8 @@ def index_qk(
     k = torch.nn.functional.layer_norm(
         k.to(w.norm_dtype), (dim,), w.k_norm_w, w.k_norm_b, w.k_norm_eps
     ).to(k.dtype)
-    cos_sin = w.cos_sin_cache[positions.long()]  # (R, rope)
+    if cos_sin is None:
+        cos_sin = w.cos_sin_cache[positions.long()]  # (R, rope)
     q = torch.cat((ref.rope_interleaved(q[..., :rope], cos_sin), q[..., rope:]), dim=-1)
     k_rot = ref.rope_interleaved(k[:, None, :rope], cos_sin)[:, 0]
     k = torch.cat((k_rot, k[:, rope:]), dim=-1)
@@ -179,12 +183,13 @@ def run_indexer(
     page_table: torch.Tensor,
     lengths: torch.Tensor,
     topk: int,
+    cos_sin: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Write this step's keys, then score and select: [R, topk] int32 physical slots (−1 none).
 
     page_table: [R, P] int32 (one row per step row); lengths: [R] keys each row reads.
     """
-    qk = index_qk(w, x=x, q_lora=q_lora, positions=positions, rope=rope)
+    qk = index_qk(w, x=x, q_lora=q_lora, positions=positions, rope=rope, cos_sin=cos_sin)
     write_index_k(buf, loc=out_loc, k_fp8=qk.k_fp8, k_scale=qk.k_scale)  # before the reads, as SGLang
     scores = index_scores(qk, buf, page_table=page_table, lengths=lengths)
     return to_slots(select_topk(scores, lengths=lengths, topk=topk), page_table=page_table)

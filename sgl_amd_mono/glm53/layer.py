@@ -225,3 +225,39 @@ def shared_layer_ranks(
     out = sum_in_rank_order([f[0] for f in ffn])
     return {"out": out, "residual_out": ffn[0][1], "o": o, "kv_rows": halves[0].kv_rows, "expert_ids": ffn[0][2]["ids"],
             "expert_weights": ffn[0][2]["weights"], "o_parts": [a.o for a in halves], "out_parts": [f[0] for f in ffn]}
+
+
+def indexer_layer(
+    geo: Glm53Geometry,
+    attn_w: AttentionWeights,
+    idx_w,
+    moe_w: MoeWeights,
+    *,
+    hidden: torch.Tensor,
+    residual: torch.Tensor,
+    cos_sin: torch.Tensor,
+    positions: torch.Tensor,
+    kv_cache: torch.Tensor,
+    out_loc: torch.Tensor,
+    index_k_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    lengths: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """One MoE layer that runs its own DSA indexer (`indexer.run_indexer`: this step's index keys written into
+    index_k_cache [pages, 64 * 132] uint8, then scores and the exact top-k), with TP 1 semantics. The "indexer"
+    launch computes exactly this. Outputs as shared_layer's, and "topk": [R, index_topk] int32 slots."""
+    from sgl_amd_mono.glm53.indexer import run_indexer
+
+    chosen = {}
+
+    def select(x, q_lora):
+        chosen["topk"] = run_indexer(idx_w, x=x, q_lora=q_lora, positions=positions, rope=geo.qk_rope,
+                                     buf=index_k_cache, out_loc=out_loc, page_table=page_table, lengths=lengths,
+                                     topk=geo.index_topk, cos_sin=cos_sin)
+        return chosen["topk"]
+
+    a = attention_half(geo, attn_w, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,
+                       out_loc=out_loc, topk_slots=None, select=select)
+    out, res, aux = moe_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual)
+    return {"out": out, "residual_out": res, "o": a.o, "kv_rows": a.kv_rows, "expert_ids": aux["ids"],
+            "expert_weights": aux["weights"], "topk": chosen["topk"]}

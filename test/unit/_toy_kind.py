@@ -88,7 +88,7 @@ def toy_kernel(x_ptr, w_ptr, y_ptr, s_ptr, t_ptr, sync_ptr, err_ptr, trace_ptr, 
 
 KIND = TritonKind(
     table=TABLE, kernel=toy_kernel,
-    dims=lambda geo, *, tp, width, tiles, n_programs, kv_dtype: ToyDims(R=width, D=geo["D"], tiles=tiles),
+    dims=lambda geo, *, tp, width, tiles, n_programs, kv_dtype, options: ToyDims(R=width, D=geo["D"], tiles=tiles),
     constexprs=lambda d: {"R": d.R, "D": d.D}, scalars=lambda d: {},
     refusals=lambda geo, *, tp, width, kv_dtype: [] if width & (width - 1) == 0 else [f"width {width} is not a power of two"])
 

@@ -12,8 +12,8 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton import stages_attention as attn_half
+from sgl_amd_mono.backends.triton.kernel_halves import mla_attention, moe
 from sgl_amd_mono.backends.triton.launch import TritonKind
-from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton.sync import hand_off, launch_end, launch_start, live_tasks
 from sgl_amd_mono.glm53.kinds import shared as shared_kind
 from sgl_amd_mono.glm53.kinds.dims import LayerDims, cdiv, layer_dims, pow2
@@ -97,7 +97,6 @@ def shared_layer_kernel(
     dn_cnt_ptr = sync_ptr + C_DN_CNT
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
-    HV: tl.constexpr = H * VH
 
     attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
                     S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS)
@@ -129,53 +128,20 @@ def shared_layer_kernel(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
                   SKIP_ARRIVE, TRACE)
 
-    attn_half.attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr, pacc_ptr, softmax_scale,
-                   pid, ok, task_count_ptr, S_ATTN, T_ATTN, H, KVL, ROPE, KTOP, NSPLIT, ATT_BLK, NPROG, SKIP_MASK,
-                   COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ATTN, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    attn_half.w_uv(pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr, stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, vpart_ptr, vq_ptr,
-                   vs_ptr, wuv_cnt_ptr, epoch, pid, ok, task_count_ptr, S_W_UV, T_W_UV, R, H, KVL, VH, NSPLIT, WUV_SH,
-                   NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_W_UV, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    attn_half.o_proj(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, res1_ptr, o_part_ptr, o_ptr, residual_out_ptr,
-                     oproj_cnt_ptr, epoch, pid, ok, task_count_ptr, S_O_PROJ, T_O_PROJ, R, D, HV, BN_O, KS_O, STAGES,
-                     SWAP_AB, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_PROJ, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    moe_half.norm2(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S_NORM2,
-                   T_NORM2, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM2, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    moe_half.gate(xn2_ptr, gate_ptr, lg_part_ptr, pid, ok, task_count_ptr, S_GATE, T_GATE, R, D, E, BE, KS_G, STAGES,
-                  NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_GATE, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    moe_half.route(lg_part_ptr, bias_ptr, expert_ids_ptr, rw_ptr, pid, ok, task_count_ptr, S_ROUTE, T_ROUTE, R, E, E_PAD,
-                   TOPK, KS_G, ROUTE_RC, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ROUTE, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    my_uniq, n_u, rscale = moe_half.up(rw_ptr, xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr,
-                                       routed_scaling, pid, ok, task_count_ptr, S_UP, R, D, E, E_PAD, I, MAXU, BU,
-                                       KS_U, UP_MT, STAGES_UP, SWAP_MOE, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_UP, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    moe_half.act(up_part_ptr, rw_ptr, expert_ids_ptr, aq_ptr, as_ptr, expert_weights_ptr, my_uniq, n_u, rscale, pid,
-                 ok, task_count_ptr, S_ACT, R, E, TOPK, KP, I, KS_U, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ACT, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
-    moe_half.down(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, dn_part_ptr, out_ptr, dn_cnt_ptr, my_uniq, n_u, epoch, pid, ok,
-                  task_count_ptr, S_DOWN, T_DOWN, R, D, E, I, DCW, DCW_P, DN_PARTS, STAGES_DN, SWAP_MOE, NPROG,
-                  SKIP_MASK, COUNT_TASKS)
+    ok = mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr,
+                       stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, vpart_ptr, vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr,
+                       res1_ptr, o_part_ptr, o_ptr, residual_out_ptr, wuv_cnt_ptr, oproj_cnt_ptr, softmax_scale,
+                       sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
+                       R, D, KVL, ROPE, VH, H, KTOP, NSPLIT, ATT_BLK, WUV_SH, BN_O, KS_O, STAGES, SWAP_AB, NPROG,
+                       N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, S_ATTN, S_W_UV, S_O_PROJ, T_ATTN,
+                       T_W_UV, T_O_PROJ)
+    ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
+             rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
+             dn_part_ptr, out_ptr, dn_cnt_ptr, eps, routed_scaling,
+             sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
+             R, D, E, E_PAD, TOPK, KP, I, MAXU, BE, KS_G, BU, KS_U, DCW, DCW_P, STAGES_DN, DN_PARTS, STAGES_UP, UP_MT,
+             NORM_GP, ROUTE_RC, STAGES, SWAP_MOE, NPROG, N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS,
+             S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN)
     launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG, N_STAGES, TRACE)
 
 

@@ -38,7 +38,7 @@ class TritonKind:
 
     table: KindTable
     kernel: Any  # the @triton.jit kernel
-    dims: Callable[..., Any]  # (geo, *, tp, width, tiles, n_programs, kv_dtype) -> dims
+    dims: Callable[..., Any]  # (geo, *, tp, width, tiles, n_programs, kv_dtype, options) -> dims
     constexprs: Callable[[Any], dict]  # dims -> the kernel's geometry and tile constexprs
     scalars: Callable[[Any], dict]  # dims -> the kernel's float arguments
     refusals: Callable[..., list]  # (geo, *, tp, width, kv_dtype) -> reasons this kind cannot be built
@@ -87,7 +87,7 @@ def check_tensors(buffers, tensors: Mapping[str, Any], dims, *, what: str) -> di
         if t.device.type != "meta" and t.data_ptr() % 16:
             bad.append(f"{what} {b.name} is not 16-byte aligned (address {t.data_ptr():#x})")
             continue
-        out[b.name] = t.view(torch.float8_e4m3fn) if t.dtype == torch.uint8 else t
+        out[b.name] = t.view(torch.float8_e4m3fn) if t.dtype == torch.uint8 and want_dt != torch.uint8 else t
     if bad:
         raise ValueError("; ".join(bad))
     return out
@@ -140,7 +140,8 @@ class LaunchPlan:
         except ValueError as e:
             raise ValueError(f"{kind.table.name} launch refused: {e}") from None
         self.num_warps = self.tiles.num_warps
-        self.dims = kind.dims(geo, tp=tp, width=width, tiles=self.tiles, n_programs=self.n_programs, kv_dtype=kv_dtype)
+        self.dims = kind.dims(geo, tp=tp, width=width, tiles=self.tiles, n_programs=self.n_programs, kv_dtype=kv_dtype,
+                              options=options)
         self.name = f"{self.table.name}[tp{tp},w{width}]"
         self.program = self.table.check(self.dims, rows=width, n_programs=self.n_programs, scratch_limit=SCRATCH_LIMIT,
                                         label=self.name)
@@ -266,7 +267,11 @@ class LaunchPlan:
             self.sync.check_error({e.launch: f"{self.name} layer {e.launch}"})
 
     def reset_sync(self) -> None:
+        """After a missed deadline: zero the sync and error words, and the scratch (a stage may have left a
+        partial accumulation)."""
         self.sync.reset()
+        for t in self.scratch.values():
+            t.zero_()
 
     def trace_table(self) -> list:
         return self.sync.trace_table()

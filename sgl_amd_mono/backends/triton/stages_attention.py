@@ -57,18 +57,24 @@ def gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, B
 @triton.jit
 def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, task_count_ptr, R: tl.constexpr,
                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
-               PRELOAD: tl.constexpr, SWAP: tl.constexpr, S: tl.constexpr, COUNT_TASKS: tl.constexpr):
+               PRELOAD: tl.constexpr, SWAP: tl.constexpr, S: tl.constexpr, COUNT_TASKS: tl.constexpr,
+               T0: tl.constexpr = 0):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
     PRELOAD: the first task starts from w0 / ws0 (`gemv_first_block`, loaded before the wait); the
     sum is the same: its first block's product, then the rest in order.
+    T0: the stage's tasks before this GEMV's (another task group of the same stage): task t is the
+    stage's task T0 + t, run by program (T0 + t) % NPROG.
     (A flat pipelined loop over (task, k block) was timed on the H200 too: no faster here, and slower
     for the MoE stages, whose expert id feeds the weight address.)"""
     rows = tl.arange(0, 16)
     rmask = rows < R
     NKB: tl.constexpr = (K // 128) // KS
+    tl.static_assert(T0 == 0 or not PRELOAD, "a preloaded first block is the stage's first task group's")
     start = pid
+    if T0 != 0:
+        start = (pid - T0 % NPROG + NPROG) % NPROG  # the first local task t with (T0 + t) % NPROG == pid
     if PRELOAD:
         if pid < n_tasks:
             count_task(task_count_ptr, S, COUNT_TASKS)
@@ -98,9 +104,9 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
 @triton.jit
 def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
           S: tl.constexpr, T: tl.constexpr, D: tl.constexpr, NORM_GP: tl.constexpr, NPROG: tl.constexpr,
-          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task r: res1 = hidden + residual; RMSNorm(res1) in one round over the row, kept only quantized
-    (xq1 fp8, xs1 group scales)."""
+          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False):
+    """Task r: res1 = hidden + residual; RMSNorm(res1) in one round over the row, kept quantized (xq1 fp8, xs1
+    group scales), and with STORE_XN in bf16 too (xn1: an indexer's x)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
@@ -111,7 +117,10 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
         wn = tl.load(input_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
         x = h_in.to(tl.float32) + r_in.to(tl.float32)
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
-        norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
+        if STORE_XN:
+            norm_quant_row(x, wn, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, True)
+        else:
+            norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
 
 
 @triton.jit

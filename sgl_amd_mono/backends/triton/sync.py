@@ -20,6 +20,7 @@ import triton.language as tl
 from sgl_amd_mono.common import guard
 
 ERR_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FLAG)
+ERR_INPUT: tl.constexpr = tl.constexpr(guard.ERR_INPUT)
 _E_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("flag"))
 _E_LAUNCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("launch"))
 _E_STAGE: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("stage"))
@@ -94,6 +95,22 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
             tl.store(err_ptr + _E_EPOCH, (z + epoch).to(tl.int64))
     tl.debug_barrier()
     return ok
+
+
+@triton.jit
+def report_input(err_ptr, launch_id, stage, pid, row, value, limit):
+    """A step input the launch cannot serve (row's `value` past `limit`): the first error of the launch writes
+    the error word (ERR_INPUT: the stage, the row, the value, the limit); every wait then stops, so the
+    launch drains, and the host raises naming them. The caller reads the value clamped to the limit."""
+    z = (value * 0).to(tl.int64)
+    first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + ERR_INPUT, sem="acq_rel")
+    if first == 0:
+        tl.store(err_ptr + _E_LAUNCH, (z + launch_id).to(tl.int64))
+        tl.store(err_ptr + _E_STAGE, (z + stage).to(tl.int64))
+        tl.store(err_ptr + _E_PROGRAM, (z + pid).to(tl.int64))
+        tl.store(err_ptr + _E_WAITED_ON, (z + row).to(tl.int64))
+        tl.store(err_ptr + _E_SEEN, (z + value).to(tl.int64))
+        tl.store(err_ptr + _E_TARGET, (z + limit).to(tl.int64))
 
 
 @triton.jit

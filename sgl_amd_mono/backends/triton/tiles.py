@@ -73,6 +73,7 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
+    index_chunk: int = 512  # indexer kinds: keys a scoring / selection task covers (a multiple of 64)
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /

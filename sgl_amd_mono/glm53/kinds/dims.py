@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from sgl_amd_mono.glm53.config import Glm53Geometry
+from sgl_amd_mono.glm53.config import INDEX_PAGE, Glm53Geometry
 
 KV_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8_e4m3"}
 
@@ -30,6 +30,8 @@ def max_used_experts(geo: Glm53Geometry, width: int) -> int:
     fused expert."""
     return min(width * geo.top_k, geo.n_routed) + 1
 
+
+INDEX_K_NORM_EPS = 1e-6  # the index key's LayerNorm epsilon (SGLang's k_norm: LayerNorm(eps=1e-6), fp32 params)
 
 # The geometry constexprs a lowering receives, by name.
 GEOMETRY = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "E", "E_PAD", "TOPK", "KP", "I", "KTOP", "NSPLIT",
@@ -67,6 +69,12 @@ class LayerDims:
     eps: float
     softmax_scale: float
     routed_scaling: float
+    # the DSA indexer (indexer kinds; 0 where a kind runs none)
+    IH: int = 0  # index heads
+    ID: int = 0  # index head dim (one fp8 group of 128 a head and a key)
+    PMAX: int = 0  # 64-token pages a row's page table holds (the longest context a launch reads / 64)
+    CH: int = 0  # keys a scoring task covers (a multiple of 64)
+    k_norm_eps: float = 0.0  # the index key's LayerNorm epsilon
 
     # ---- derived ----
     @property
@@ -94,12 +102,15 @@ class LayerDims:
 
 
 def layer_dims(geo: Glm53Geometry, *, tp: int, width: int, tiles: Any, n_programs: int,
-               kv_dtype: torch.dtype) -> LayerDims:
-    """The dims of a layer launch; `tiles` must already be resolved for this geometry, width and grid."""
+               kv_dtype: torch.dtype, options: Any = None) -> LayerDims:
+    """The dims of a layer launch; `tiles` must already be resolved for this geometry, width and grid.
+    options.max_context (0: the model's max_positions) sizes what an indexer kind reads."""
     s = geo.shard(tp)
+    max_context = (getattr(options, "max_context", 0) or geo.max_positions) if options is not None else geo.max_positions
     return LayerDims(
         R=width, D=geo.hidden, QL=geo.q_lora, KVL=geo.kv_lora, ROPE=geo.qk_rope, NOPE=geo.qk_nope, VH=geo.v_head,
         H=s.heads, E=geo.n_routed, E_PAD=pow2(max(16, geo.n_routed)), TOPK=geo.top_k, KP=pow2(max(2, geo.top_k + 1)),
         I=s.moe_inter, KTOP=geo.index_topk, NSPLIT=tiles.nsplit, MAXU=max_used_experts(geo, width), tiles=tiles,
         n_programs=n_programs, kv_dtype=kv_dtype, tp=tp, eps=geo.rms_eps, softmax_scale=geo.softmax_scale,
-        routed_scaling=geo.routed_scaling)
+        routed_scaling=geo.routed_scaling, IH=geo.index_heads, ID=geo.index_dim, PMAX=cdiv(max_context, INDEX_PAGE),
+        CH=getattr(tiles, "index_chunk", 0), k_norm_eps=INDEX_K_NORM_EPS)

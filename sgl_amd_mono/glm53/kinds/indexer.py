@@ -1,0 +1,142 @@
+"""The "indexer" kind: one GLM-5.3 MoE layer that runs its own DSA indexer (18 of the 78 layers: 6, 10, ... 74)
+and selects its own exact top-k, which the sparse MLA of the same launch reads and the launch publishes for
+the shared layers after it (`topk`).
+
+Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
+  norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
+  qkv_a   + split-K parts of the index key wk (block FP8, on xq1) and of weights_proj (bf16, on xn1)
+  latent  + task 2R: every row's index key: LayerNorm, interleaved rope on the first ROPE dims, the
+            Hadamard rotation, ue8m0 fp8 quantization, written into the index-K cache at out_loc
+  q_b     + split-K parts of the index query wq_b (block FP8, on qlq)
+  absorb  + tasks [H*KVL/128, + R): row r's index query: rope, Hadamard, ue8m0 fp8 a head, and its head weights
+  score   (request, key chunk): scores of the request's rows over the chunk's cached keys (each key read once a
+          request), and the first radix digit's histogram
+  sel1..3 (row, chunk): the next radix digit's histogram among the keys above the digits found so far
+  count   (row, chunk): keys above the threshold and equal to it; and every row's list filled with -1
+  emit    (row, chunk): the chunk's selected keys at their place in the row's list, as physical slots
+then attn (reading `topk`) and the rest as the shared kind.
+
+The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
+exactly the result of a radix select over the launch's own scores: the keys whose score is above the
+KTOP-th largest, in position order, then the keys whose score equals it, in position order, as many as make
+KTOP. Scores are compared as their order-preserving uint32 keys (so -0.0 sorts below +0.0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from sgl_amd_mono.common.kind import Buffer, KindTable, StageDef
+from sgl_amd_mono.glm53.config import INDEX_K_BYTES, INDEX_PAGE, Glm53Geometry
+from sgl_amd_mono.glm53.kinds import halves, shared
+from sgl_amd_mono.glm53.kinds.dims import cdiv
+
+B = Buffer
+RADIX_PASSES = 4  # 8-bit digits of a 32-bit key
+RADIX_BINS = 256
+
+
+def n_chunks(d) -> int:
+    """Key chunks a row's page table can hold (the selection's slices)."""
+    return cdiv(d.PMAX * INDEX_PAGE, d.CH)
+
+
+INDEX_INPUTS = (
+    B("index_k_cache", lambda d: (None, INDEX_PAGE * INDEX_K_BYTES), "u8",
+      "SGLang's index-K pool of the layer [pages, 64 x 128 fp8 bytes then 64 f32 scales], written in place"),
+    B("page_table", lambda d: (d.R, d.PMAX), "i32", "each row's 64-token page ids (real_page_table)"),
+    B("lengths", lambda d: (d.R,), "i32", "keys each row reads (its own included); pad rows 1"),
+    B("rows_per_req", lambda d: (1,), "i32", "consecutive rows of one request (N of an MTP verify, 1 in decode)"),
+)
+
+INDEX_WEIGHTS = (
+    B("wq_b", lambda d: (d.IH * d.ID, d.QL), "fp8"),
+    B("wq_b_s", lambda d: (cdiv(d.IH * d.ID, 128), d.QL // 128), "f32"),
+    B("wk", lambda d: (d.ID, d.D), "fp8"),
+    B("wk_s", lambda d: (cdiv(d.ID, 128), d.D // 128), "f32"),
+    B("weights_proj", lambda d: (d.IH, d.D), "bf16"),
+    B("k_norm_w", lambda d: (d.ID,), "f32"),
+    B("k_norm_b", lambda d: (d.ID,), "f32"),
+)
+
+INDEX_OUTPUTS = (B("topk", lambda d: (d.R, d.KTOP), "i32", "the selected physical slots a row, -1 = none"),)
+
+INDEX_SCRATCH = (
+    B("xn1", lambda d: (d.R, d.D), "bf16", "RMSNorm(res1): the indexer's x"),
+    B("ik_part", lambda d: (d.tiles.ks_a, d.R, d.ID), "f32", "wk parts"),
+    B("iw_part", lambda d: (d.tiles.ks_a, d.R, d.IH), "f32", "weights_proj parts"),
+    B("iq_part", lambda d: (d.tiles.ks_b, d.R, d.IH * d.ID), "f32", "wq_b parts"),
+    B("iq", lambda d: (d.R, d.IH, d.ID), "fp8", "the index query, a ue8m0 group a head"),
+    B("head_w", lambda d: (d.R, d.IH), "f32", "weights_proj x IH^-0.5 x q scale x ID^-0.5"),
+    B("scores", lambda d: (d.R, n_chunks(d) * d.CH), "f32", "a row's index scores in position order"),
+    *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
+        f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
+      for p in range(RADIX_PASSES)),
+    B("cnt", lambda d: (d.R, n_chunks(d), 2), "i32", "a chunk's keys above the threshold and equal to it"),
+)
+
+
+def _mla_rows(d, t: int) -> tuple[int, ...]:
+    """latent's tasks [R, 2R) write the MLA cache row of row t - R (task 2R the index-K rows, checked by the
+    check scripts' write sets)."""
+    return (t - d.R,) if d.R <= t < 2 * d.R else ()
+
+
+def _stages() -> tuple[StageDef, ...]:
+    a = {s.name: s for s in halves.ATTN_STAGES}
+    rep = dataclasses.replace
+    bound = lambda d: d.R * n_chunks(d)  # noqa: E731 (every row a whole page table: an upper bound)
+    return (
+        rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
+        rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + 2 * d.tiles.ks_a,
+            reads=(*a["qkv_a"].reads, "xn1", "wk", "wk_s", "weights_proj"), writes=("qkv_part", "ik_part", "iw_part")),
+        rep(a["latent"], tasks=lambda d: 2 * d.R + 1, reads=(*a["latent"].reads, "ik_part", "k_norm_w", "k_norm_b"),
+            writes=(*a["latent"].writes, "index_k_cache"), cache_rows=_mla_rows),
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_b) * d.tiles.ks_b,
+            reads=(*a["q_b"].reads, "wq_b", "wq_b_s"), writes=("qb_part", "iq_part")),
+        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R,
+            reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
+        StageDef("score", lambda d: d.R * n_chunks(d), ("iq", "head_w", "index_k_cache", "page_table", "lengths",
+                                                       "rows_per_req"), ("scores", "hist0"), is_bound=True,
+                 doc="(request, chunk): the request's rows' scores over the chunk's keys; digit 0's histogram"),
+        *(StageDef(f"sel{p}", bound, ("scores", "lengths", *(f"hist{q}" for q in range(p))), (f"hist{p}",),
+                   is_bound=True, doc=f"(row, chunk): digit {p}'s histogram under the digits found")
+          for p in range(1, RADIX_PASSES)),
+        StageDef("count", lambda d: d.R * n_chunks(d) + d.R,
+                 ("scores", "lengths", *(f"hist{p}" for p in range(RADIX_PASSES))), ("cnt", "topk"), is_bound=True,
+                 doc="(row, chunk): keys above the threshold and at it; then (row): its list filled with -1"),
+        StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", *(f"hist{p}" for p in range(RADIX_PASSES))),
+                 ("topk",), is_bound=True, doc="(row, chunk): the chunk's selected keys in the row's list, as slots"),
+        rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
+        a["w_uv"], a["o_proj"],
+    )
+
+
+TABLE = KindTable(
+    name="indexer",
+    inputs=(*halves.ATTN_INPUTS, *INDEX_INPUTS),
+    weights=(*halves.ATTN_WEIGHTS, *INDEX_WEIGHTS, *halves.MOE_WEIGHTS),
+    outputs=(*halves.ATTN_OUTPUTS, *INDEX_OUTPUTS, *halves.MOE_OUTPUTS),
+    scratch=(*halves.ATTN_SCRATCH, *INDEX_SCRATCH, *halves.MOE_SCRATCH),
+    stages=(*_stages(), *halves.MOE_STAGES),
+    cache="kv_cache",
+    in_place=("index_k_cache",),
+)
+
+
+def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) -> list[str]:
+    """Every reason this kind cannot be built, as plain facts: the shared kind's, and the indexer's."""
+    bad = shared.refusals(geo, tp=tp, width=width, kv_dtype=kv_dtype)
+    if geo.index_dim != 128:
+        bad.append(f"index_head_dim {geo.index_dim} is not 128 (one fp8 group a head and a key)")
+    if geo.index_heads * geo.index_dim % 128:
+        bad.append(f"index_n_heads x index_head_dim {geo.index_heads * geo.index_dim} is not a multiple of 128")
+    if geo.index_heads > 32 or geo.index_heads & (geo.index_heads - 1):
+        bad.append(f"index_n_heads {geo.index_heads} is not a power of two <= 32")
+    if geo.qk_rope > geo.index_dim:
+        bad.append(f"qk_rope {geo.qk_rope} exceeds index_head_dim {geo.index_dim} (rope on the index keys' first dims)")
+    if geo.index_topk & (geo.index_topk - 1):
+        bad.append(f"index_topk {geo.index_topk} is not a power of two")
+    return bad
