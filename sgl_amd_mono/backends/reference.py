@@ -97,6 +97,15 @@ def linear(x: torch.Tensor, w: torch.Tensor, ws: torch.Tensor | None, out_dtype=
     return block_fp8_linear(x, w, ws, out_dtype)
 
 
+def last_writers(loc: torch.Tensor) -> torch.Tensor:
+    """[R] bool: row r is the last row writing slot loc[r]. Pad rows all write slot 0, and an index_put with
+    repeated indices keeps an unspecified one (on a GPU, any): the oracles and the launches keep the last row's.
+    loc: [R] int."""
+    r = loc.shape[0]
+    later = torch.triu(torch.ones(r, r, dtype=torch.bool, device=loc.device), diagonal=1)
+    return ~((loc[None, :] == loc[:, None]) & later).any(1)
+
+
 def rope_cos_sin(positions: torch.Tensor, *, rotary_dim: int, theta: float) -> torch.Tensor:
     """SGLang's cos_sin_cache rows for `positions`: [R, rotary_dim] f32 = [cos | sin] (default rope)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))

@@ -1,4 +1,4 @@
-"""Metrics (max_abs, rel, max_rel, cosine), named bounds `<launch>.<output>.<metric>`, and their report.
+"""Metrics (max_abs, rel, max_rel, cosine, missed), named bounds `<launch>.<output>.<metric>`, and their report.
 
 A bound passes when the metric is within its limit (cosine: at least the limit). Every bound is
 shipped with a negative control (a planted error) that must fail it; `report` prints both.
@@ -33,7 +33,16 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.nn.functional.cosine_similarity(a.double().flatten(), b.double().flatten(), dim=0).item()
 
 
-METRICS = {"max_abs": max_abs, "rel": rel, "max_rel": max_rel, "cosine": cosine}
+def missed(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Lists [rows, k] (-1 = none): the worst row's fraction of b's entries that a's row lacks (order aside)."""
+    worst = 0.0
+    for ra, rb in zip(a.tolist(), b.tolist()):
+        want = set(rb) - {-1}
+        worst = max(worst, len(want - set(ra)) / max(1, len(rb)))
+    return worst
+
+
+METRICS = {"max_abs": max_abs, "rel": rel, "max_rel": max_rel, "cosine": cosine, "missed": missed}
 
 
 def measure(name: str, a: torch.Tensor, b: torch.Tensor) -> float:

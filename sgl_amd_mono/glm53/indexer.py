@@ -108,10 +108,11 @@ def write_index_k(buf: torch.Tensor, *, loc: torch.Tensor, k_fp8: torch.Tensor, 
     k_fp8: [R, dim] fp8; k_scale: [R] f32.
     """
     keys, scales = _page_views(buf, k_fp8.shape[1])
-    loc = loc.long()
+    last = ref.last_writers(loc)  # pad rows all write slot 0: the last one's key is kept
+    loc = loc.long()[last]
     page, off = loc // INDEX_PAGE, loc % INDEX_PAGE
-    keys[page, off] = k_fp8.view(torch.uint8)
-    scales[page, off] = k_scale.float()
+    keys[page, off] = k_fp8.view(torch.uint8)[last]
+    scales[page, off] = k_scale.float()[last]
 
 
 def read_index_k(buf: torch.Tensor, *, page_table: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,3 +198,28 @@ def run_indexer(
 
 def pages_for(length: int) -> int:
     return math.ceil(length / INDEX_PAGE)
+
+
+def order_keys(scores: torch.Tensor) -> torch.Tensor:
+    """f32 scores -> int64 keys whose order is the floats' (the launches' radix keys: -0.0 below +0.0)."""
+    b = scores.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    return torch.where(b >> 31 != 0, b ^ 0xFFFFFFFF, b | 0x80000000)
+
+
+def radix_select(scores: torch.Tensor, *, lengths: torch.Tensor, topk: int) -> torch.Tensor:
+    """The launches' exactness rule over their own scores, [R, topk] int32 positions (−1 padded): a row of
+    L <= topk keys lists 0..L-1; a longer row lists the keys above its topk-th largest key in position order,
+    then that key's ties in position order, as many as make topk. scores: [R, >= max L] f32."""
+    r = scores.shape[0]
+    out = torch.full((r, topk), -1, dtype=torch.int32, device=scores.device)
+    for i in range(r):
+        n = int(lengths[i])
+        if n <= topk:
+            out[i, :n] = torch.arange(n, device=scores.device, dtype=torch.int32)
+            continue
+        u = order_keys(scores[i, :n])
+        thr = torch.sort(u, descending=True).values[topk - 1]
+        above = torch.nonzero(u > thr).flatten()
+        ties = torch.nonzero(u == thr).flatten()[: topk - above.numel()]
+        out[i] = torch.cat((above, ties)).to(torch.int32)
+    return out

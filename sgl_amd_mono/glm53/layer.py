@@ -125,7 +125,8 @@ def attention_half(
     q_pe = ref.rope_interleaved(q_pe, cos_sin)
     k_pe = ref.rope_interleaved(k_pe.reshape(r, 1, geo.qk_rope), cos_sin).view(r, geo.qk_rope)
     kv_rows = torch.cat((k_nope, k_pe), dim=-1).to(kv_cache.dtype)  # (R, kv_lora + rope)
-    kv_cache[out_loc.long()] = kv_rows  # pad rows all land in slot 0
+    last = ref.last_writers(out_loc)  # pad rows all land in slot 0: the last one's row is kept
+    kv_cache[out_loc.long()[last]] = kv_rows[last]
     if select is not None:
         topk_slots = select(x, q_lora)
     q_cat = torch.cat((q_nope_out, q_pe), dim=-1)  # (R, H, kv_lora + rope)

@@ -5,6 +5,7 @@ the cache and epoch checks.
 
 python test/unit/_interp_main.py KIND CASE
 """
+import dataclasses
 import json
 import os
 import sys
@@ -37,9 +38,11 @@ CASES = {
 
 
 def tiles_of(spec: str) -> Tiles:
+    """The case's tiles; indexer kinds select over chunks of 128 keys here (3 of the 300-key contexts)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
-    return Tiles().for_target(target).with_spec(",".join(p for p in parts if not p.startswith("target=")))
+    tiles = Tiles(index_chunk=128).for_target(target)
+    return tiles.with_spec(",".join(p for p in parts if not p.startswith("target=")))
 
 
 def combined_control(kc, geo, weights):
@@ -102,6 +105,19 @@ def special(kind: str, case: str) -> None:
     print(json.dumps(res))
 
 
+def changed_rows(name, before, after) -> set:
+    """The slots whose row a launch changed in cache `name` (the MLA cache: rows; the index-K cache: a key's
+    bytes or its scale in its page)."""
+    if name == "index_k_cache":
+        from sgl_amd_mono.glm53.indexer import _page_views
+
+        kb, sb = _page_views(before, 128)
+        ka, sa = _page_views(after, 128)
+        diff = (kb != ka).any(-1) | (sb.view(torch.int32) != sa.view(torch.int32))  # [pages, 64]
+        return set((diff.nonzero()[:, 0] * 64 + diff.nonzero()[:, 1]).tolist())
+    return set((before.view(torch.uint8) != after.view(torch.uint8)).any(-1).nonzero().flatten().tolist())
+
+
 def main(kind: str, case: str) -> None:
     if case in ("deadline", "ties", "wrap"):
         return special(kind, case)
@@ -109,16 +125,16 @@ def main(kind: str, case: str) -> None:
     width, kv, spec = CASES[case]
     geo = li.tiny_geometry()
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=kv, seed=3, device="cpu")
-    ref, cache_ref = kc.oracle(geo, weights, step)
-    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=kv, device="cpu",
-                      options=LaunchOptions(placement="sequential", count_tasks=True), tiles=tiles_of(spec))
+    ref, caches_ref = kc.oracle(geo, weights, step)
+    opts = dataclasses.replace(kc.options(300), placement="sequential", count_tasks=True)
+    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=kv, device="cpu", options=opts, tiles=tiles_of(spec))
     layer = plan.bind(kc.tensors(weights))
-    cache = step.kv_cache.clone()
-    out = plan.run(layer, dict(vars(step), kv_cache=cache))
+    caches = {n: c.clone() for n, c in kc.caches(step).items()}
+    out = plan.run(layer, {**vars(step), **caches})
     plan.check_error()
-    res = {"values": kc.compare(geo, out, cache, ref, cache_ref, step, plan, weights)}
+    res = {"values": kc.compare(geo, out, caches, ref, caches_ref, step, plan, weights)}
     res["digests"] = {k: nm.digest(v) for k, v in out.items()}
-    res["digests"]["kv_cache"] = nm.digest(cache)
+    res["digests"].update({n: nm.digest(c) for n, c in caches.items()})
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
     try:
@@ -126,17 +142,26 @@ def main(kind: str, case: str) -> None:
         res["task_counts_ok"] = True
     except ValueError as e:
         res["task_counts_ok"] = str(e)
-    changed = (cache.view(torch.uint8) != step.kv_cache.view(torch.uint8)).any(-1).nonzero().flatten().tolist()
-    res["cache_rows_outside_out_loc"] = len(set(changed) - set(step.out_loc.tolist()))
-    res["cache_rows_differ"] = int((cache.view(torch.uint8) != cache_ref.view(torch.uint8)).any(-1).sum())
+    allowed = set(step.out_loc.tolist())
+    res["cache_rows_outside_out_loc"] = sum(len(changed_rows(n, c0, caches[n]) - allowed)
+                                            for n, c0 in kc.caches(step).items())
+    res["cache_rows_differ"] = sum(len(changed_rows(n, caches_ref[n], caches[n])) for n in caches)
     res["epoch"] = plan.sync.epoch
     # the planted control, bound to the same plan: a second launch on the same buffers and sync words
     bad = plan.bind(kc.tensors(combined_control(kc, geo, weights)), launch_id=1)
-    cache2 = step.kv_cache.clone()
-    out2 = plan.run(bad, dict(vars(step), kv_cache=cache2))
+    caches2 = {n: c.clone() for n, c in kc.caches(step).items()}
+    out2 = plan.run(bad, {**vars(step), **caches2})
     plan.check_error()
-    res["control_values"] = kc.compare(geo, out2, cache2, ref, cache_ref, step, plan, weights)
+    res["control_values"] = kc.compare(geo, out2, caches2, ref, caches_ref, step, plan, weights)
     res["epoch_after_control"] = plan.sync.epoch
+    # planted errors in the first launch's own outputs (the list's rule): each must fail its bounds
+    res["output_controls"] = {}
+    if kc.output_controls is not None:
+        plan.run(layer, {**vars(step), **{n: c.clone() for n, c in kc.caches(step).items()}})  # its buffers back
+        for name, bounds, outs_c, scores in kc.output_controls(geo, out, plan, step):
+            outs_c = dict(outs_c, **({"scores": scores} if scores is not None else {}))
+            vals = kc.compare(geo, outs_c, caches, ref, caches_ref, step, plan, weights)
+            res["output_controls"][name] = {b: vals[b] for b in bounds}
     print(json.dumps(res))
 
 

@@ -31,8 +31,9 @@ def _meta_plan(kind, *, width=2, tp=8):
 
 
 def _kernel_args(plan, geo, tp=8):
-    layer = plan.bind(layer_tensors(*li.meta_weights(geo, tp=tp)))
-    return plan.kernel_args(layer, li.meta_step(geo, width=plan.width, context=4096, kv_dtype=torch.bfloat16))
+    layer = plan.bind({**plan.example_weights(), **layer_tensors(*li.meta_weights(geo, tp=tp))})
+    step = {**plan.example_step(), **vars(li.meta_step(geo, width=plan.width, context=4096, kv_dtype=torch.bfloat16))}
+    return plan.kernel_args(layer, step)
 
 
 @pytest.mark.parametrize("kind", sorted(kinds.KINDS))
@@ -42,8 +43,9 @@ def test_kernel_arguments_are_the_tables_names(kind):
     plan, geo = _meta_plan(kind)
     args = _kernel_args(plan, geo)
     assert sorted(args) == sorted(plan.kind.kernel.arg_names)
-    assert args["S_ATTN"] == shared.TABLE.stage_id("attn") and args["T_ATTN"] == plan.program.stages[5].n_tasks
-    assert args["C_WUV_CNT"] == 1 + len(shared.TABLE.stages)  # the first count follows the stage counters
+    attn = plan.table.stage_id("attn")
+    assert args["S_ATTN"] == attn and args["T_ATTN"] == plan.program.stages[attn].n_tasks
+    assert args["C_WUV_CNT"] == 1 + len(plan.table.stages)  # the first count follows the stage counters
 
 
 def test_a_buffer_missing_from_the_table_is_caught():
@@ -109,7 +111,8 @@ def test_spec_promises_nothing_the_kinds_refuse():
         for tp in limits.tp_sizes:
             for width in spec.launch_widths(isa=isa, tp=tp):
                 for kv in (torch.bfloat16, torch.float8_e4m3fn):
-                    assert shared.refusals(geo, tp=tp, width=width, kv_dtype=kv) == [], (isa, tp, width)
+                    for kind in sorted(kinds.KINDS):
+                        assert kinds.get(kind).refusals(geo, tp=tp, width=width, kv_dtype=kv) == [], (kind, isa, tp, width)
     assert shared.refusals(geo, tp=32, width=1, kv_dtype=torch.bfloat16) == ["moe_inter/tp 64 is not a multiple of 128"]
 
 

@@ -1,8 +1,9 @@
 """Every launch kind under Triton's interpreter (sequential placement, tiny GLM-5.3-shaped geometry) against
 its oracle, one harness for all kinds (`_interp_main.py`, run in a subprocess so TRITON_INTERPRET=1 is set
-before triton is imported). Each case: its bounds (`<kind>.BOUNDS_INTERP[case]`), its planted control failing
-every bound, its outputs' bits against `launch_digests.txt`, the tasks each stage ran against the table, the
-cache rows written, the epoch advanced once a launch."""
+before triton is imported). Each case: its bounds (`<kind>.BOUNDS_INTERP[case]`), the planted controls (the
+kind's weight controls at once, and planted errors in the outputs, e.g. the indexer's list) failing every
+bound, its outputs' and caches' bits against `launch_digests.txt`, the tasks each stage ran against the
+table, the cache rows written (every cache), the epoch advanced once a launch."""
 
 import json
 import os
@@ -47,8 +48,11 @@ def test_launch_matches_oracle(kind, case):
     assert set(res["values"]) == set(bounds), (sorted(res["values"]), sorted(bounds))
     for name, bound in bounds.items():
         assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
-        assert not nm.passes(name, res["control_values"][name], bound), \
-            f"{name}: the planted control ({res['control_values'][name]}) passes {bound}"
+        caught = [v[name] for v in (res["control_values"], *res["output_controls"].values())
+                  if name in v and not nm.passes(name, v[name], bound)]
+        assert caught, f"{name}: no planted control fails {bound} ({res['control_values'][name]})"
+    for control, vals in res["output_controls"].items():  # each planted error in the outputs fails its bounds
+        assert all(not nm.passes(n, v, bounds[n]) for n, v in vals.items()), (control, vals)
     assert res["digests"] == _pinned()[(kind, case)], "the launch's bits changed (launch_digests.txt)"
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert res["cache_rows_outside_out_loc"] == 0 and res["cache_rows_differ"] == 0

@@ -18,13 +18,14 @@ from sgl_amd_mono.backends.triton.kernel_shared import scalars as shared_scalars
 from sgl_amd_mono.backends.triton.launch import TritonKind
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, launch_end, launch_start, live_tasks
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
-from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
+from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims, pow2
 
 
 def constexprs(d: LayerDims) -> dict:
     """The shared kind's constexprs and the indexer's sizes (IH index heads, ID their dim, PMAX pages a
-    row's page table holds, CH keys a selection task covers)."""
-    return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "CH": d.CH}
+    row's page table holds, CH keys a selection task covers, NCK_P a power of two >= a row's chunks)."""
+    return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "CH": d.CH,
+            "NCK_P": pow2(indexer_kind.n_chunks(d))}
 
 
 def scalars(d: LayerDims) -> dict:
@@ -60,7 +61,7 @@ def indexer_layer_kernel(
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr,
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
-    IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, CH: tl.constexpr,
+    IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, CH: tl.constexpr, NCK_P: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -161,7 +162,7 @@ def indexer_layer_kernel(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
-               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, CH, NPROG, SKIP_MASK,
+               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, CH, NCK_P, NPROG, SKIP_MASK,
                COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)

@@ -108,11 +108,14 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
     k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos_sin_ptr + rows[:, None] * ROPE, ROPE, HALF)
     kq, ks = ue8m0_quant(to_bf16(hadamard(k, ID)).to(tl.float32))
     slot = tl.load(out_loc_ptr + rows, mask=rmask, other=0).to(tl.int64)
+    # pad rows all write slot 0: only the last row writing a slot writes it (the same bits every run)
+    later = (slot[None, :] == slot[:, None]) & (rows[None, :] > rows[:, None]) & (rows[None, :] < R)
+    write = rmask & (tl.sum(later.to(tl.int32), axis=1) == 0)
     page = index_k_cache_ptr + (slot // PAGE) * stride_index_k_cache
     off = slot % PAGE
     dims = tl.arange(0, ID)
-    tl.store(page[:, None] + off[:, None] * KEY_BYTES + dims[None, :], kq.to(tl.uint8, bitcast=True), mask=rmask[:, None])
-    tl.store((page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32)), ks, mask=rmask)
+    tl.store(page[:, None] + off[:, None] * KEY_BYTES + dims[None, :], kq.to(tl.uint8, bitcast=True), mask=write[:, None])
+    tl.store((page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32)), ks, mask=write)
 
 
 @triton.jit
@@ -326,15 +329,15 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
 @triton.jit
 def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
          err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-         PMAX: tl.constexpr, CH: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+         PMAX: tl.constexpr, CH: tl.constexpr, NCK_P: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
          COUNT_TASKS: tl.constexpr):
     """Task (row r, chunk c) of every row's keys: row r's list entries from the chunk, as physical slots
     page_table[r, t // 64] * 64 + t % 64. A row of L <= KTOP keys: position t at entry t. A longer row: its keys
     above the threshold at entries [above before the chunk + rank in the chunk), then its keys at the
-    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout)."""
+    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout).
+    NCK_P: a power of two >= a row's chunks (the counts of the chunks before this one are summed at once)."""
     SCOL: tl.constexpr = (PMAX * PAGE + CH - 1) // CH * CH
-    NCK: tl.constexpr = SCOL // CH
-    NCK_P: tl.constexpr = triton.next_power_of_2(NCK)
+    NCK: tl.constexpr = SCOL // CH  # a row's chunks (NCK_P: a power of two >= it)
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
     nck = (lens + CH - 1) // CH

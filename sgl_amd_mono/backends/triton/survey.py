@@ -108,8 +108,8 @@ def compile_one(target: str, *, geo, tp: int, width: int, kv_dtype, n_programs: 
     num_warps = num_warps or tiles.num_warps
     options = dc.replace(options or LaunchOptions(), placement="persistent", n_programs=n_programs)
     plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kv_dtype, device="meta", options=options, tiles=tiles)
-    layer = plan.bind(layer_tensors(aw, mw))
-    st = li.meta_step(geo, width=width, context=geo.index_topk * 2, kv_dtype=kv_dtype)
+    layer = plan.bind({**plan.example_weights(), **layer_tensors(aw, mw)})  # SGLang's strides where it has them
+    st = {**plan.example_step(), **vars(li.meta_step(geo, width=width, context=geo.index_topk * 2, kv_dtype=kv_dtype))}
     backend, arch, warp = TARGETS[target]
     kw = plan.kernel_args(layer, st, timer=backend == "cuda")
     fn = plan.kind.kernel

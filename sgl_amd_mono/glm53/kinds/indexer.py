@@ -140,3 +140,27 @@ def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) 
     if geo.index_topk & (geo.index_topk - 1):
         bad.append(f"index_topk {geo.index_topk} is not a power of two")
     return bad
+
+
+# ---- bounds of this kind's launch against the oracle (`glm53/bounds.py` lists every table) ----
+# On the GPU: the layer's as the shared kind's until the indexer's own run measures them; the list must obey the
+# exactness rule on every row (0 rows break it); topk_missed is the fraction of the oracle's list a row's lacks
+# (the launch scores with fp8 dots whose sums differ from the oracle's f32 ones, so keys at the threshold may
+# trade places); index_k is this step's index keys dequantized (an fp8 step of a key is up to 0.25 x its scale).
+BOUNDS_GPU = {
+    **{k.replace("shared.", "indexer."): v for k, v in shared.BOUNDS_GPU.items()},
+    "indexer.index_k_cache.max_abs": 0.5,
+    "indexer.topk.max_abs": 0.0,
+    "indexer.topk.missed": 0.02,
+}
+
+# Under Triton's interpreter (test/unit/test_launch_interp.py, tiny geometry, TP1, 300-key contexts in chunks of
+# 128): every case bitwise equal to the oracle (layer.indexer_layer) but the routing weights' one f32 step, and
+# the list the oracle's set; so every bound is exact. The planted controls (the registry's weights controls at
+# once: o >= 0.74, residual_out >= 0.1, out >= 0.54, cosine <= 0.9, kv >= 0.18, weights >= 0.029, ids >= 7,
+# index_k >= 4.2, topk_missed >= 0.52; and the list's own: two entries swapped, an entry replaced by the best
+# unselected key, a score's sign flipped) fail each.
+_EXACT = {"indexer.o.rel": 0.0, "indexer.residual_out.rel": 0.0, "indexer.out.rel": 0.0, "indexer.out.cosine": 0.999999,
+          "indexer.kv.max_abs": 0.0, "indexer.expert_weights.max_abs": 4e-7, "indexer.expert_ids.max_abs": 0.0,
+          "indexer.index_k_cache.max_abs": 0.0, "indexer.topk.max_abs": 0.0, "indexer.topk.missed": 0.0}
+BOUNDS_INTERP: dict[str, dict[str, float]] = {c: _EXACT for c in ("w1", "w2", "w3", "w4fp8", "w2_options", "w2_gfx950")}

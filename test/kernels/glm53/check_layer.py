@@ -15,6 +15,7 @@ Exit status 1 on any failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -25,7 +26,6 @@ import registry
 from sgl_amd_mono.backends.triton import kinds
 from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.common import numerics as nm
-from sgl_amd_mono.common.launch import LaunchOptions
 from sgl_amd_mono.glm53 import launch_inputs as li
 
 FAILS = []
@@ -38,31 +38,50 @@ def fail(msg):
     print("FAIL", msg, flush=True)
 
 
-def plan_for(kind, geo, tp, width, kv_dtype):
-    key = (kind, tp, width, kv_dtype)
+def plan_for(kind, geo, tp, width, kv_dtype, options):
+    key = (kind, tp, width, kv_dtype, options)
     if key not in PLANS:
-        PLANS[key] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda", tiles=TILES)
+        PLANS[key] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda", tiles=TILES,
+                                options=options)
     return PLANS[key]
 
 
-def step_dict(step, kv):
-    return dict(vars(step), kv_cache=kv)
+def step_dict(step, caches):
+    return {**vars(step), **caches}
 
 
-def run_step(plan, layer, step):
-    kv = step.kv_cache.clone()
-    out = plan.run(layer, step_dict(step, kv))
+def fresh_caches(kc, step):
+    return {n: c.clone() for n, c in kc.caches(step).items()}
+
+
+def run_step(kc, plan, layer, step):
+    caches = fresh_caches(kc, step)
+    out = plan.run(layer, step_dict(step, caches))
     torch.cuda.synchronize()
     plan.check_error()
-    return {k: v.clone() for k, v in out.items()}, kv
+    return {k: v.clone() for k, v in out.items()}, caches
 
 
-def check_stages(kc, plan, layer_w, step, kv, stop_after, tag):
+def changed_slots(name, before, after) -> set:
+    """The slots whose row a launch changed in cache `name` (the index-K cache: a key's bytes or its scale)."""
+    if name == "index_k_cache":
+        from sgl_amd_mono.glm53.indexer import _page_views
+
+        (kb, sb), (ka, sa) = _page_views(before, 128), _page_views(after, 128)
+        diff = ((kb != ka).any(-1) | (sb.view(torch.int32) != sa.view(torch.int32))).nonzero()
+        return set((diff[:, 0] * 64 + diff[:, 1]).tolist())
+    return set((before.view(torch.uint8) != after.view(torch.uint8)).any(-1).nonzero().flatten().tolist())
+
+
+def check_stages(kc, plan, layer_w, step, caches, stop_after, tag):
     """Every stage up to stop_after alone: its oracle on the launch's own buffers (the launch left them all:
     every buffer is written by one stage), within the GPU stage bounds; its control must fail them."""
     so = kc.stage_oracle()
+    if so is None:
+        print(f"[{tag}] stage by stage: no oracle per stage for kind {kc.name} yet", flush=True)
+        return
     bounds = getattr(so, "STAGE_BOUNDS_GPU", None)
-    bufs = {**kc.tensors(layer_w), **step_dict(step, kv), **plan.scratch, **plan.out}
+    bufs = {**kc.tensors(layer_w), **step_dict(step, caches), **plan.scratch, **plan.out}
     names = plan.table.stage_names()
     for name in names[: names.index(stop_after) + 1] if stop_after != "all" else names:
         got = {w: bufs[w] for w in plan.table.stages[plan.table.stage_id(name)].writes}
@@ -85,42 +104,45 @@ def check_stages(kc, plan, layer_w, step, kv, stop_after, tag):
 def check_config(kc, geo, tp, width, context, kv_dtype, seed, args):
     tag = f"{kc.name} tp{tp} w{width} ctx{context} kv={'fp8' if kv_dtype != torch.bfloat16 else 'bf16'}"
     weights, step = kc.inputs(geo, tp=tp, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device="cuda")
-    ref, kv_ref = kc.oracle(geo, weights, step)
-    plan = plan_for(kc.name, geo, tp, width, kv_dtype)
+    ref, caches_ref = kc.oracle(geo, weights, step)
+    plan = plan_for(kc.name, geo, tp, width, kv_dtype, kc.options(context))
     layer = plan.bind(kc.tensors(weights), launch_id=seed)
     compiled = plan.compiled_variants()  # every compile happens at bind: no step may add one
-    out1, kv1 = run_step(plan, layer, step)
-    vals = kc.compare(geo, out1, kv1, ref, kv_ref, step, plan, weights)
+    out1, caches1 = run_step(kc, plan, layer, step)
+    vals = kc.compare(geo, out1, caches1, ref, caches_ref, step, plan, weights)
     print(f"[{tag}] " + " ".join(f"{k.split('.', 1)[1]}={v:.3g}" for k, v in vals.items())
           + f" compiled in {plan.compile_s:.1f} s {plan.resources}", flush=True)
     for k, v in vals.items():
         if not nm.passes(k, v, kc.bounds[k]):
             fail(f"[{tag}] {k} = {v:.4g} outside bound {kc.bounds[k]}")
-    out2, kv2 = run_step(plan, layer, step)
-    same = all(torch.equal(out1[k], out2[k]) for k in out1) and torch.equal(kv1, kv2)
+    out2, caches2 = run_step(kc, plan, layer, step)
+    same = all(torch.equal(out1[k], out2[k]) for k in out1) and all(torch.equal(caches1[n], caches2[n]) for n in caches1)
     print(f"[{tag}] bitwise rerun equal: {same}")
     if not same:
         fail(f"[{tag}] two runs differ")
-    changed = (kv1.view(torch.uint8) != step.kv_cache.view(torch.uint8)).any(-1).nonzero().flatten().tolist()
-    extra = [s for s in changed if s not in set(step.out_loc.tolist())]
-    unwritten = [s for s in step.out_loc[: step.live].tolist() if s not in set(changed)]
-    print(f"[{tag}] cache rows changed {len(changed)}, outside out_loc: {extra[:5]}, live rows unwritten: {unwritten}")
-    if extra or unwritten:
-        fail(f"[{tag}] cache write set wrong: outside {extra[:5]} unwritten {unwritten}")
-    kv_g = step.kv_cache.clone()
+    allowed = set(step.out_loc.tolist())
+    for name, before in kc.caches(step).items():  # exactly the step's slots written (pad rows: slot 0)
+        changed = changed_slots(name, before, caches1[name])
+        extra = sorted(changed - allowed)
+        unwritten = [s for s in step.out_loc[: step.live].tolist() if s not in changed]
+        print(f"[{tag}] {name}: rows changed {len(changed)}, outside out_loc: {extra[:5]}, live rows unwritten: "
+              f"{unwritten}")
+        if extra or unwritten:
+            fail(f"[{tag}] {name} write set wrong: outside {extra[:5]} unwritten {unwritten}")
+    caches_g = fresh_caches(kc, step)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        plan.run(layer, step_dict(step, kv_g))
+        plan.run(layer, step_dict(step, caches_g))
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        gout = plan.run(layer, step_dict(step, kv_g))
+        gout = plan.run(layer, step_dict(step, caches_g))
     ok = True
     for _ in range(20):
         g.replay()
         torch.cuda.synchronize()
-        ok &= all(torch.equal(gout[k], out1[k]) for k in out1) and torch.equal(kv_g, kv1)
+        ok &= all(torch.equal(gout[k], out1[k]) for k in out1) and all(torch.equal(caches_g[n], caches1[n]) for n in caches1)
     plan.check_error()
     print(f"[{tag}] 20 graph replays bitwise equal to eager: {ok} (epoch of the width's sync words: {plan.sync.epoch})")
     if not ok:
@@ -130,32 +152,42 @@ def check_config(kc, geo, tp, width, context, kv_dtype, seed, args):
         with open(os.path.join(args.dump, "digests.txt"), "a") as f:
             for k, v in out1.items():
                 f.write(f"{tag} {k} {nm.digest(v)}\n")
-            f.write(f"{tag} kv_rows {nm.digest(kv1[step.out_loc[: step.live]])}\n")
+            f.write(f"{tag} kv_rows {nm.digest(caches1['kv_cache'][step.out_loc[: step.live]])}\n")
     if args.stop_after:
-        check_stages(kc, plan, weights, step, kv1, args.stop_after, tag)
+        check_stages(kc, plan, weights, step, caches1, args.stop_after, tag)
     if args.controls == "all":
         for name, must_fail, bad_w in kc.controls(geo, weights):
-            o2, k2 = run_step(plan, plan.bind(kc.tensors(bad_w), launch_id=seed), step)
-            v2 = kc.compare(geo, o2, k2, ref, kv_ref, step, plan, weights)
-            for b in must_fail:
-                failed = not nm.passes(b, v2[b], kc.bounds[b])
-                print(f"[{tag}] control '{name}': {b} = {v2[b]:.4g} vs bound {kc.bounds[b]} -> "
-                      f"{'FAILS (good)' if failed else 'PASSES (bad)'}")
-                if not failed:
-                    fail(f"[{tag}] control '{name}' did not fail {b}")
+            o2, k2 = run_step(kc, plan, plan.bind(kc.tensors(bad_w), launch_id=seed), step)
+            v2 = kc.compare(geo, o2, k2, ref, caches_ref, step, plan, weights)
+            report_control(tag, name, must_fail, v2, kc.bounds)
+        if kc.output_controls is not None:  # planted errors in the launch's own outputs (its buffers back first)
+            run_step(kc, plan, layer, step)
+            for name, must_fail, outs_c, scores in kc.output_controls(geo, plan.out, plan, step):
+                outs_c = dict(outs_c, **({"scores": scores} if scores is not None else {}))
+                report_control(tag, name, must_fail, kc.compare(geo, outs_c, caches1, ref, caches_ref, step, plan,
+                                                                weights), kc.bounds)
     if plan.compiled_variants() != compiled:
         fail(f"[{tag}] a step compiled: {compiled} compiled variants after bind, {plan.compiled_variants()} now")
     print(f"[{tag}] compiled variants after bind {compiled}, after every step and control {plan.compiled_variants()}")
+
+
+def report_control(tag, name, must_fail, vals, bounds):
+    for b in must_fail:
+        failed = not nm.passes(b, vals[b], bounds[b])
+        print(f"[{tag}] control '{name}': {b} = {vals[b]:.4g} vs bound {bounds[b]} -> "
+              f"{'FAILS (good)' if failed else 'PASSES (bad)'}")
+        if not failed:
+            fail(f"[{tag}] control '{name}' did not fail {b}")
 
 
 def check_deadline(kc, geo):
     weights, step = kc.inputs(geo, tp=8, width=1, context=8192, kv_dtype=torch.bfloat16, seed=5, device="cuda")
     stage = kinds.get(kc.name).table.stage_id("attn")
     plan = kinds.plan(kc.name, geo, tp=8, width=1, kv_dtype=torch.bfloat16, device="cuda", tiles=TILES,
-                      options=LaunchOptions(deadline_s=0.05, skip_arrive=stage))
+                      options=dataclasses.replace(kc.options(8192), deadline_s=0.05, skip_arrive=stage))
     layer = plan.bind(kc.tensors(weights), launch_id=3)  # compiles
     t = time.time()
-    plan.run(layer, step_dict(step, step.kv_cache.clone()))
+    plan.run(layer, step_dict(step, fresh_caches(kc, step)))
     torch.cuda.synchronize()
     dt = time.time() - t
     try:

@@ -1,9 +1,10 @@
 """Warm Triton's on-disk cache for launch builds in parallel processes (the GPU scripts then hit the cache
 instead of compiling one variant after another).
 
-python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds 'SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP' ...
-Each build: a plan, and its first bind of uninitialised CUDA weights with the real shapes and strides, which
-compiles exactly what the scripts' binds compile (same arguments, same cache key). Prints one line a build
+python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds 'SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX' ...
+Each build: a plan (its options the kind's for steps of CTX keys, default 8192, as the scripts build them), and
+its first bind of uninitialised CUDA weights with the real shapes and strides, which compiles exactly what the
+scripts' binds compile (same arguments, same cache key). Prints one line a build
 with its compile seconds.
 """
 
@@ -29,25 +30,26 @@ def warm(job: tuple) -> str:
 
     from sgl_amd_mono.backends.triton import kinds
     from sgl_amd_mono.backends.triton.tiles import Tiles
-    from sgl_amd_mono.common.launch import LaunchOptions
     from sgl_amd_mono.glm53 import launch_inputs as li
     from sgl_amd_mono.glm53.layer import layer_tensors
+
+    import registry
 
     kind, build = job
     t0 = time.time()
     try:
-        spec, width, kv, mask, skip, trace, tp = (build.split("|") + [""] * 7)[:7]
-        width, tp = int(width or 1), int(tp or 8)
+        spec, width, kv, mask, skip, trace, tp, ctx = (build.split("|") + [""] * 8)[:8]
+        width, tp, ctx = int(width or 1), int(tp or 8), int(ctx or 8192)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
         aw, mw = li.meta_weights(geo, tp=tp)
         aw = dataclasses.replace(aw, **{f.name: _empty_like(getattr(aw, f.name)) for f in dataclasses.fields(aw)})
         mw = dataclasses.replace(mw, **{f.name: _empty_like(getattr(mw, f.name)) for f in dataclasses.fields(mw)})
-        opts = LaunchOptions(skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
-                             deadline_s=0.05 if skip else 2.0, trace=bool(int(trace or 0)))
+        opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
+                                   deadline_s=0.05 if skip else 2.0, trace=bool(int(trace or 0)))
         plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts,
                           tiles=Tiles().with_spec(spec))
-        plan.bind(layer_tensors(aw, mw))
+        plan.bind({**plan.example_weights(), **layer_tensors(aw, mw)})
         r = plan.resources
         return (f"precompiled {kind} '{build}' in {time.time() - t0:.1f} s: regs {r['n_regs']} spills {r['n_spills']} "
                 f"smem {r['smem']}")

@@ -11,29 +11,37 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
 from sgl_amd_mono.common import numerics as nm
+from sgl_amd_mono.common.launch import LaunchOptions
+from sgl_amd_mono.glm53 import index_inputs as ii
 from sgl_amd_mono.glm53 import launch_inputs as li
 from sgl_amd_mono.glm53 import layer
+from sgl_amd_mono.glm53.indexer import INDEX_PAGE, radix_select
+from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
 from sgl_amd_mono.glm53.kinds import shared as shared_kind
+
+FP8 = torch.float8_e4m3fn
 
 
 @dataclasses.dataclass(frozen=True)
 class KindCheck:
     name: str  # the Triton kind (`sgl_amd_mono/backends/triton/kinds.py`)
     weights: Callable  # (geo, *, tp, seed, device, rank=0) -> one layer's weights (cut from one full draw)
-    step: Callable  # (geo, *, width, context, kv_dtype, seed, device) -> a step (mtp rows and a pad row at width > 1)
+    step: Callable  # (geo, *, width, context, kv_dtype, seed, device) -> a step
     tensors: Callable  # weights -> {table name: tensor} (what `plan.bind` takes)
-    oracle: Callable  # (geo, weights, step) -> (outputs by table name, the cache after the step)
-    compare: Callable  # (geo, outs, cache, ref, cache_ref, step, plan, weights) -> {bound name: value}
+    oracle: Callable  # (geo, weights, step) -> (outputs by table name, {cache name: the cache after the step})
+    compare: Callable  # (geo, outs, caches, ref, caches_ref, step, plan, weights) -> {bound name: value}
     bounds: dict  # launch vs oracle on the GPU
     interp_bounds: dict  # launch vs oracle under Triton's interpreter, per case
     controls: Callable  # (geo, weights) -> [(name, [bounds it must fail], perturbed weights)]
-    stages: str  # the module of the oracle per stage (run, run_isolated, compare, STAGE_BOUNDS)
-    per_op: Callable  # (geo, tp, weights, width) -> SGLang's per-op path for the layer: fn(step fields) -> out
+    stages: Optional[str]  # the module of the oracle per stage (run, run_isolated, compare, STAGE_BOUNDS), if any
+    per_op: Optional[Callable]  # (geo, tp, weights, width) -> SGLang's per-op path: fn(step fields) -> out
+    output_controls: Optional[Callable] = None  # (geo, outs, plan, step) -> [(name, bounds, outs, scores)]
+    options: Callable = lambda context: LaunchOptions()  # the build options a step of `context` keys needs
 
     def inputs(self, geo, *, tp, width, context, kv_dtype, seed, device, rank=0):
         """(weights, step): the layer drawn from `seed`, the step from `seed + 1`."""
@@ -41,9 +49,58 @@ class KindCheck:
                 self.step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed + 1, device=device))
 
     def stage_oracle(self):
-        return importlib.import_module(self.stages)
+        return importlib.import_module(self.stages) if self.stages else None
+
+    def caches(self, step) -> dict:
+        """The step's caches a launch writes in place, by table name."""
+        return {n: getattr(step, n) for n in ("kv_cache", "index_k_cache") if hasattr(step, n)}
 
 
+def _cache_rows(cache, slots):
+    c = cache.view(FP8) if cache.dtype == torch.uint8 else cache
+    return c[slots].float()
+
+
+def _layer_compare(kind, geo, outs, caches, ref, caches_ref, step, plan, moe_w):
+    """A layer's outputs against the oracle; the routing against the oracle's router on the launch's own norm2
+    output, so a near-tie flipped by upstream rounding does not count, and a wrong router still fails."""
+    slots = step.out_loc[: step.live]
+    vals = {
+        f"{kind}.o.rel": nm.rel(outs["o"], ref["o"]),
+        f"{kind}.residual_out.rel": nm.rel(outs["residual_out"], ref["residual_out"]),
+        f"{kind}.out.rel": nm.rel(outs["out"], ref["out"]),
+        f"{kind}.out.cosine": nm.cosine(outs["out"], ref["out"]),
+        f"{kind}.kv.max_abs": nm.max_abs(_cache_rows(caches["kv_cache"], slots),
+                                         _cache_rows(caches_ref["kv_cache"], slots)),
+    }
+    w_ref, ids_ref = layer.route(geo, moe_w, plan.scratch["xn2"])
+    vals[f"{kind}.expert_weights.max_abs"] = nm.max_abs(outs["expert_weights"], w_ref)
+    vals[f"{kind}.expert_ids.max_abs"] = nm.max_abs(outs["expert_ids"].float(), ids_ref.float())
+    return vals
+
+
+def _layer_controls(kind, geo, aw, mw, rebuild):
+    """(name, bounds it must fail, perturbed weights) of a layer's attention and MoE: one planted error per
+    bound; rebuild(aw, mw) gives the kind's weights."""
+    out = []
+    a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s.clone())
+    a.o_proj_s[0, :] *= 1.2  # one 128-row block of o_proj scales x1.2
+    out.append(("o_proj scale block x1.2", [f"{kind}.o.rel"], rebuild(a, mw)))
+    a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s * 1.3)  # every o_proj scale x1.3
+    out.append(("o_proj scales x1.3", [f"{kind}.residual_out.rel"], rebuild(a, mw)))
+    a = dataclasses.replace(aw, post_norm=aw.post_norm.clone())
+    a.post_norm[: geo.hidden // 2] *= 1.1  # half the post-attention norm weight x1.1
+    out.append(("post_norm weight x1.1 on half", [f"{kind}.out.rel", f"{kind}.out.cosine"], rebuild(a, mw)))
+    a = dataclasses.replace(aw, kv_a_norm=aw.kv_a_norm.clone())
+    a.kv_a_norm[:16] *= 1.1  # sixteen kv_a norm weights x1.1 (an fp8 cache row steps by 1/16 relative)
+    out.append(("kv_a_norm[0:16] x1.1", [f"{kind}.kv.max_abs"], rebuild(a, mw)))
+    m = dataclasses.replace(mw, bias=mw.bias.clone())
+    m.bias[:] = m.bias.flip(0)  # correction bias reversed: other experts routed
+    out.append(("gate bias reversed", [f"{kind}.expert_ids.max_abs", f"{kind}.expert_weights.max_abs"], rebuild(aw, m)))
+    return out
+
+
+# ---------------- shared ----------------
 def _shared_step(geo, *, width, context, kv_dtype, seed, device):
     return li.random_step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device=device,
                           mtp=width > 1, pad_rows=1 if width > 1 else 0)
@@ -55,51 +112,120 @@ def _shared_per_op(geo, tp, weights, width):
     return SharedPerOp(geo, tp, *weights, width)
 
 
-def _cache_rows(cache, slots):
-    c = cache.view(torch.float8_e4m3fn) if cache.dtype == torch.uint8 else cache
-    return c[slots].float()
+def _shared_oracle(geo, weights, step):
+    outs, kv = li.oracle(geo, *weights, step)
+    return outs, {"kv_cache": kv}
 
 
-def _shared_compare(geo, outs, cache, ref, cache_ref, step, plan, weights):
-    """Outputs against the oracle; the routing against the oracle's router on the launch's own norm2 output,
-    so a near-tie flipped by upstream rounding does not count, and a wrong router still fails."""
-    slots = step.out_loc[: step.live]
-    vals = {
-        "shared.o.rel": nm.rel(outs["o"], ref["o"]),
-        "shared.residual_out.rel": nm.rel(outs["residual_out"], ref["residual_out"]),
-        "shared.out.rel": nm.rel(outs["out"], ref["out"]),
-        "shared.out.cosine": nm.cosine(outs["out"], ref["out"]),
-        "shared.kv.max_abs": nm.max_abs(_cache_rows(cache, slots), _cache_rows(cache_ref, slots)),
-    }
-    w_ref, ids_ref = layer.route(geo, weights[1], plan.scratch["xn2"])
-    vals["shared.expert_weights.max_abs"] = nm.max_abs(outs["expert_weights"], w_ref)
-    vals["shared.expert_ids.max_abs"] = nm.max_abs(outs["expert_ids"].float(), ids_ref.float())
-    return vals
+def _shared_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
+    return _layer_compare("shared", geo, outs, caches, ref, caches_ref, step, plan, weights[1])
 
 
 def _shared_controls(geo, weights):
-    """(name, bounds it must fail, perturbed weights): one planted error per bound."""
-    aw, mw = weights
+    return _layer_controls("shared", geo, *weights, lambda a, m: (a, m))
+
+
+# ---------------- indexer ----------------
+def _indexer_weights(geo, *, tp, seed, device, rank=0):
+    aw, mw = li.random_weights(geo, tp=tp, seed=seed, device=device, rank=rank)
+    return aw, ii.random_indexer_weights(geo, seed=seed + 1000, device=device), mw
+
+
+def indexer_requests(geo, *, width: int, context: int) -> tuple[int, list[int], int]:
+    """(rows a request, each request's context, pad rows) of an indexer step of `width` rows: one decode row; at
+    an even width requests of 2 rows (a draft chain), from 4 rows on with a pad request; at an odd width decode
+    rows of several requests. Contexts run from `context` down; from 3 requests on the last is a short one
+    (<= index_topk: every position in order)."""
+    if width == 1:
+        return 1, [context], 0
+    rpr = 2 if width % 2 == 0 else 1
+    pad = rpr if width >= 4 else 0
+    n_req = (width - pad) // rpr
+    ctx = [max(geo.index_topk + 1, context - b * (context // (2 * n_req))) for b in range(n_req)]
+    if n_req >= 3:
+        ctx[-1] = geo.index_topk // 2
+    return rpr, ctx, pad
+
+
+def _indexer_step(geo, *, width, context, kv_dtype, seed, device, keys="random"):
+    rpr, ctx, pad = indexer_requests(geo, width=width, context=context)
+    return ii.random_index_step(geo, width=width, contexts=ctx, rows_per_req=rpr, max_context=_max_context(context),
+                                kv_dtype=kv_dtype, seed=seed, device=device, pad_rows=pad, keys=keys)
+
+
+def _max_context(context: int) -> int:
+    """The page table's keys for steps of `context`: room for every request's draft rows, in whole pages."""
+    return -(-(context + 16) // INDEX_PAGE) * INDEX_PAGE
+
+
+def _indexer_oracle(geo, weights, step):
+    outs, kv, ibuf = ii.oracle(geo, *weights, step)
+    return outs, {"kv_cache": kv, "index_k_cache": ibuf}
+
+
+def _index_rows(buf, slots):
+    """The index keys at slots, dequantized: [n, 128] f32 (fp8 x its scale)."""
+    from sgl_amd_mono.glm53.indexer import _page_views
+
+    keys, scales = _page_views(buf, 128)
+    s = slots.long()
+    return keys[s // INDEX_PAGE, s % INDEX_PAGE].view(FP8).float() * scales[s // INDEX_PAGE, s % INDEX_PAGE][:, None]
+
+
+def _indexer_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
+    """The layer's comparisons, and the indexer's: this step's index keys (dequantized); the list entry by entry
+    against the exactness rule over the launch's own scores (max_abs of the slots: 0 is every entry the rule's);
+    the list as a set against the oracle's (missed: the worst row's fraction of the oracle's list it lacks)."""
+    vals = _layer_compare("indexer", geo, outs, caches, ref, caches_ref, step, plan, weights[2])
+    slots = step.out_loc[: step.live]
+    vals["indexer.index_k_cache.max_abs"] = nm.max_abs(_index_rows(caches["index_k_cache"], slots),
+                                                 _index_rows(caches_ref["index_k_cache"], slots))
+    pos = radix_select(outs.get("scores", plan.scratch["scores"]),
+                       lengths=step.lengths.clamp(max=plan.dims.PMAX * INDEX_PAGE), topk=geo.index_topk).long()
+    want = torch.where(pos >= 0, step.page_table.long().gather(1, pos.clamp(min=0) // INDEX_PAGE) * INDEX_PAGE
+                       + pos.clamp(min=0) % INDEX_PAGE, -1)
+    vals["indexer.topk.max_abs"] = nm.max_abs(outs["topk"], want)  # 0: every entry the rule's
+    vals["indexer.topk.missed"] = nm.missed(outs["topk"], ref["topk"])
+    return vals
+
+
+def _indexer_output_controls(geo, outs, plan, step):
+    """Planted errors in a launch's own list and scores, each of which the exactness rule must catch: (name,
+    bounds it must fail, perturbed outputs, perturbed scores)."""
     out = []
-    a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s.clone())
-    a.o_proj_s[0, :] *= 1.2  # one 128-row block of o_proj scales x1.2
-    out.append(("o_proj scale block x1.2", ["shared.o.rel"], (a, mw)))
-    a = dataclasses.replace(aw, o_proj_s=aw.o_proj_s * 1.3)  # every o_proj scale x1.3
-    out.append(("o_proj scales x1.3", ["shared.residual_out.rel"], (a, mw)))
-    a = dataclasses.replace(aw, post_norm=aw.post_norm.clone())
-    a.post_norm[: geo.hidden // 2] *= 1.1  # half the post-attention norm weight x1.1
-    out.append(("post_norm weight x1.1 on half", ["shared.out.rel", "shared.out.cosine"], (a, mw)))
-    a = dataclasses.replace(aw, kv_a_norm=aw.kv_a_norm.clone())
-    a.kv_a_norm[:16] *= 1.1  # sixteen kv_a norm weights x1.1 (an fp8 cache row steps by 1/16 relative)
-    out.append(("kv_a_norm[0:16] x1.1", ["shared.kv.max_abs"], (a, mw)))
-    m = dataclasses.replace(mw, bias=mw.bias.clone())
-    m.bias[:] = m.bias.flip(0)  # correction bias reversed: other experts routed
-    out.append(("gate bias reversed", ["shared.expert_ids.max_abs", "shared.expert_weights.max_abs"], (aw, m)))
+    topk = outs["topk"].clone()
+    topk[0, [0, -1]] = topk[0, [-1, 0]]  # two entries swapped
+    out.append(("two entries of row 0 swapped", ["indexer.topk.max_abs"], {**outs, "topk": topk}, None))
+    scores = plan.scratch["scores"].clone()
+    n = int(step.lengths[0])
+    picked = set(outs["topk"][0].tolist())
+    scores_row = scores[0].tolist()
+    t_all = torch.arange(n, device=step.page_table.device)
+    slots = step.page_table[0].long()[t_all // INDEX_PAGE] * INDEX_PAGE + t_all % INDEX_PAGE
+    slot_list = slots.tolist()
+    unpicked = [t for t in range(n) if slot_list[t] not in picked]
+    if unpicked:  # one entry replaced by the best unselected key
+        best = max(unpicked, key=lambda t: scores_row[t])
+        topk = outs["topk"].clone()
+        topk[0, -1] = slot_list[best]
+        out.append(("row 0's last entry replaced by its best unselected key", ["indexer.topk.max_abs"],
+                    {**outs, "topk": topk}, None))
+    bits = scores[0, :n].view(torch.int32)
+    t = int(torch.argmax(scores[0, :n]))
+    bits[t] ^= -(2**31)  # one score's bits flipped: the top key's sign (it drops out of a longer row's list)
+    out.append(("row 0's top score with its sign bit flipped", ["indexer.topk.max_abs"], outs, scores))
     return out
 
 
-def _shared_oracle(geo, weights, step):
-    return li.oracle(geo, *weights, step)
+def _indexer_controls(geo, weights):
+    aw, iw, mw = weights
+    out = _layer_controls("indexer", geo, aw, mw, lambda a, m: (a, iw, m))
+    i2 = dataclasses.replace(iw, wq_b_s=iw.wq_b_s.clone())
+    i2.wq_b_s[: i2.wq_b_s.shape[0] // 2] *= -1.0  # half the index query's heads negated: other keys selected
+    out.append(("wq_b scales of half the heads negated", ["indexer.topk.missed"], (aw, i2, mw)))
+    i2 = dataclasses.replace(iw, k_norm_b=iw.k_norm_b + 0.5)  # the index key's LayerNorm bias +0.5
+    out.append(("k_norm bias +0.5", ["indexer.index_k_cache.max_abs"], (aw, i2, mw)))
+    return out
 
 
 KINDS = {
@@ -108,6 +234,12 @@ KINDS = {
         oracle=_shared_oracle, compare=_shared_compare, bounds=shared_kind.BOUNDS_GPU,
         interp_bounds=shared_kind.BOUNDS_INTERP, controls=_shared_controls, stages="sgl_amd_mono.glm53.kinds.oracle",
         per_op=_shared_per_op),
+    "indexer": KindCheck(
+        name="indexer", weights=_indexer_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
+        oracle=_indexer_oracle, compare=_indexer_compare, bounds=indexer_kind.BOUNDS_GPU,
+        interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=None,
+        output_controls=_indexer_output_controls,
+        options=lambda context: LaunchOptions(max_context=_max_context(context))),
 }
 
 

@@ -14,6 +14,7 @@ Prints a table; a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import traceback
 
 import torch
@@ -22,37 +23,55 @@ import registry
 from timing import graph_time_us, read_bandwidth
 from sgl_amd_mono.backends.triton import kinds
 from sgl_amd_mono.backends.triton.tiles import Tiles
-from sgl_amd_mono.common.launch import LaunchOptions
+from sgl_amd_mono.glm53.config import INDEX_K_BYTES
 from sgl_amd_mono.glm53 import launch_inputs as li
 
 N_LAYERS = 4
 
 
 class Layers:
-    """N_LAYERS layers of one kind bound to one plan of one width; `run()` launches each on its step."""
+    """N_LAYERS layers of one kind bound to one plan of one width; `run()` launches each on its step (with its
+    own copies of the step's caches, `caches`)."""
 
-    def __init__(self, kc, geo, tp, width, weights, *, tiles, options=LaunchOptions()):
+    def __init__(self, kc, geo, tp, width, weights, *, tiles, options=None, context=8192):
+        options = dataclasses.replace(kc.options(context), **(options or {}))
         self.plan = kinds.plan(kc.name, geo, tp=tp, width=width, kv_dtype=torch.bfloat16, device="cuda",
                                options=options, tiles=tiles)
         self.layers = [self.plan.bind(kc.tensors(w), launch_id=i) for i, w in enumerate(weights)]
 
-    def run(self, steps, kvs):
-        for layer, st, kv in zip(self.layers, steps, kvs):
-            self.plan.run(layer, dict(vars(st), kv_cache=kv))
+    def run(self, steps, caches):
+        for layer, st, c in zip(self.layers, steps, caches):
+            self.plan.run(layer, {**vars(st), **c})
 
-    def experts(self, steps, kvs) -> float:
+    def experts(self, steps, caches) -> float:
         """Distinct experts a layer routes to on its step, averaged over the layers (eager)."""
         n = 0
-        for layer, st, kv in zip(self.layers, steps, kvs):
-            n += len(set(self.plan.run(layer, dict(vars(st), kv_cache=kv))["expert_ids"].flatten().tolist()))
+        for layer, st, c in zip(self.layers, steps, caches):
+            n += len(set(self.plan.run(layer, {**vars(st), **c})["expert_ids"].flatten().tolist()))
         self.plan.check_error()
         return n / len(self.layers)
 
 
-def time_layers_us(L: Layers, steps, kvs) -> float:
-    us = graph_time_us(lambda: L.run(steps, kvs)) / N_LAYERS
+def step_caches(kc, steps) -> list:
+    """A copy of each step's caches (the launches write them in place)."""
+    return [{n: c.clone() for n, c in kc.caches(st).items()} for st in steps]
+
+
+def time_layers_us(L: Layers, steps, caches) -> float:
+    us = graph_time_us(lambda: L.run(steps, caches)) / N_LAYERS
     L.plan.check_error()
     return us
+
+
+def floor_bytes(kc, geo, tp, width, context, experts) -> float:
+    """The bytes a launch must read: its weights once, the KV rows its rows select, and for an indexer kind its
+    index weights and every request's index keys once (`registry.indexer_requests`)."""
+    if kc.name != "indexer":
+        return geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts)["total"]
+    rpr, ctx, _ = registry.indexer_requests(geo, width=width, context=context)
+    keys = sum(c + rpr - 1 for c in ctx)  # a request's last row reads every key of the request
+    b = geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts, is_indexer=True)
+    return b["total"] + (keys - context) * INDEX_K_BYTES  # layer_bytes counts one request of `context` keys
 
 
 def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0):
@@ -63,14 +82,15 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0):
 
     for w in widths:
         st = kc.step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
-        steps, kvs = [st] * N_LAYERS, [st.kv_cache.clone()] * N_LAYERS
+        steps = [st] * N_LAYERS
+        caches = step_caches(kc, [st]) * N_LAYERS
         us = {}
         for on in (False, True):
-            L = Layers(kc, geo, tp, w, weights, tiles=tiles, options=LaunchOptions(trace=on, skip_mask=skip_mask))
-            us[on] = time_layers_us(L, steps, kvs)
+            L = Layers(kc, geo, tp, w, weights, tiles=tiles, options=dict(trace=on, skip_mask=skip_mask))
+            us[on] = time_layers_us(L, steps, caches)
         tabs = []
         for _ in range(replays):
-            L.run(steps, kvs)
+            L.run(steps, caches)
             torch.cuda.synchronize()
             tabs.append(L.plan.trace_table())
         med = [{k: (sorted(t[i][k] for t in tabs)[len(tabs) // 2] if k != "stage" else tabs[0][i][k])
@@ -119,7 +139,7 @@ def main():
             st = kc.step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
             for spec in args.sweep:
                 L = Layers(kc, geo, args.tp, w, weights, tiles=tiles.with_spec(spec))
-                us = time_layers_us(L, [st] * N_LAYERS, [st.kv_cache.clone()] * N_LAYERS)
+                us = time_layers_us(L, [st] * N_LAYERS, step_caches(kc, [st]) * N_LAYERS)
                 print(f"sweep rows {w} ctx 8192 tiles '{spec}': {us:.1f} us  regs={L.plan.resources}", flush=True)
         return
     if args.trace is not None:
@@ -130,8 +150,8 @@ def main():
         st = kc.step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
         base = None
         for i, name in [(-1, "full")] + list(enumerate(stages)):
-            L = Layers(kc, geo, args.tp, 1, weights, tiles=tiles, options=LaunchOptions(skip_mask=0 if i < 0 else 1 << i))
-            us = time_layers_us(L, [st] * N_LAYERS, [st.kv_cache.clone()] * N_LAYERS)
+            L = Layers(kc, geo, args.tp, 1, weights, tiles=tiles, options=dict(skip_mask=0 if i < 0 else 1 << i))
+            us = time_layers_us(L, [st] * N_LAYERS, step_caches(kc, [st]) * N_LAYERS)
             base = us if base is None else base
             print(f"rows 1 ctx 8192 without stage {name}: {us:.1f} us (stage costs ~{base - us:.1f} us)", flush=True)
         return
@@ -141,35 +161,37 @@ def main():
         for w in args.widths:
             steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda")
                      for i in range(N_LAYERS)]
-            kvs = [st.kv_cache.clone() for st in steps]
+            caches = step_caches(kc, steps)
             var_us, L = {}, None
             for vname, vt in variants:
                 try:
-                    L = Layers(kc, geo, args.tp, w, weights, tiles=vt)
-                    var_us[vname] = time_layers_us(L, steps, kvs)
+                    L = Layers(kc, geo, args.tp, w, weights, tiles=vt, context=ctx)
+                    var_us[vname] = time_layers_us(L, steps, caches)
                     print(f"ctx {ctx} rows {w} variant {vname}: launch {var_us[vname]:.1f} us "
                           f"compiled in {L.plan.compile_s:.1f} s {L.plan.resources}", flush=True)
                 except Exception:
                     traceback.print_exc()
                     var_us[vname] = float("nan")
                     print(f"ctx {ctx} rows {w} variant {vname}: FAILED (see traceback)", flush=True)
-            experts = L.experts(steps, kvs)
-            floor_b = geo.layer_bytes(tp=args.tp, rows=w, context=ctx, experts=experts)["total"]
+            experts = L.experts(steps, caches)
+            floor_b = floor_bytes(kc, geo, args.tp, w, ctx, experts)
             floor_us = floor_b / bw * 1e6
             perop_us = float("nan")
-            if not args.no_perop:
+            if not args.no_perop and kc.per_op is None:
+                print(f"per-op path: none for kind {args.kind} yet", flush=True)
+            elif not args.no_perop:
                 try:
                     pops = [kc.per_op(geo, args.tp, wt, w) for wt in weights]
 
                     def run_perop():
-                        for P, st, kv in zip(pops, steps, kvs):
-                            P(st.hidden, st.residual, st.cos_sin, kv, st.out_loc, st.topk_slots)
+                        for P, st, c in zip(pops, steps, caches):
+                            P(st.hidden, st.residual, st.cos_sin, c["kv_cache"], st.out_loc, st.topk_slots)
 
                     perop_us = graph_time_us(run_perop) / N_LAYERS
                     if not oracle_done:  # the per-op path agrees with the launch (sanity of the baseline)
                         st = steps[0]
                         po = pops[0](st.hidden, st.residual, st.cos_sin, st.kv_cache.clone(), st.out_loc, st.topk_slots)
-                        lo = L.plan.run(L.layers[0], dict(vars(st), kv_cache=st.kv_cache.clone()))
+                        lo = L.plan.run(L.layers[0], {**vars(st), **step_caches(kc, [st])[0]})
                         rel = ((po[0].float() - lo["out"].float()).norm() / lo["out"].float().norm()).item()
                         print(f"per-op path vs launch: out rel {rel:.3g}", flush=True)
                 except Exception:
@@ -192,7 +214,7 @@ def main():
                 print(f"ctx {ctx} rows {w} [{vname}]: launch {us:.1f} us, floor {floor_us:.1f} us "
                       f"({floor_b / 1e6:.1f} MB, {experts:.1f} experts), {floor_us / us:.0%} of floor; "
                       f"per-op {perop_us:.1f} us, ratio {perop_us / us:.2f}x", flush=True)
-            del L, kvs, steps
+            del L, caches, steps
             torch.cuda.empty_cache()
     # where the time goes: the same launch with stage groups running no tasks (hand-offs kept)
     n = len(stages)
@@ -203,8 +225,8 @@ def main():
     for w in () if args.no_variants else (1, 8):
         st = kc.step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
         for name, mask in [("full", 0)] + list(groups.items()):
-            L = Layers(kc, geo, args.tp, w, weights, tiles=tiles, options=LaunchOptions(skip_mask=mask))
-            us = time_layers_us(L, [st] * N_LAYERS, [st.kv_cache.clone()] * N_LAYERS)
+            L = Layers(kc, geo, args.tp, w, weights, tiles=tiles, options=dict(skip_mask=mask))
+            us = time_layers_us(L, [st] * N_LAYERS, step_caches(kc, [st]) * N_LAYERS)
             print(f"variant rows {w} ctx 8192 {name}: {us:.1f} us", flush=True)
     for vname, vt in variants:
         print(f"\nvariant {vname}: progs_per_sm={vt.progs_per_sm} num_warps={vt.num_warps}")

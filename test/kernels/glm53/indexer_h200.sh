@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One H200 run of the indexer kind beside the shared kind: precompile, check_layer --kind indexer (TP8 rows 1-8
+# at 8K, rows 1 and 8 at 128K, bf16; fp8 at rows 1 and 4; every control), time_layers of both kinds in one run
+# (1/2/4/8 rows, 8K and 128K), and the shared kind's A/B against commit a6c80a3 (.carry/old) when AB=1.
+# From the repo root with .whl carried; outputs flat under $OUT. PARTS picks: pre check time ab.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check time}
+T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/idx_summary.txt"; }
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+mkdir -p /tmp/site
+python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
+G=test/kernels/glm53
+export PYTHONPATH="$PWD:$PWD/$G:/tmp/site:${PYTHONPATH:-}"
+if has pre; then
+  B=(); for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; done
+  B+=("|1|fp8|||||8192" "|4|fp8|||||8192" "|1|bf16||11||||8192")
+  S=(); for w in 1 2 4 8; do S+=("|$w|bf16"); done
+  timeout 200 python3 $G/precompile.py --kind indexer --jobs 11 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
+  timeout 200 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
+  wait; el "precompile"
+fi
+if has check; then
+  timeout 240 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 \
+    > "$OUT/idx_check_tp8_8k.log" 2>&1; el "check indexer 8K rc=$?"
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 8 --contexts 131072 --kv bf16 --no-deadline \
+    > "$OUT/idx_check_tp8_128k.log" 2>&1; el "check indexer 128K rc=$?"
+  timeout 100 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 4 --contexts 8192 --kv fp8 --no-deadline \
+    > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
+fi
+if has time; then
+  for k in indexer shared; do
+    timeout 200 python3 $G/time_layers.py --kind $k --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+      --no-variants > "$OUT/idx_time_$k.log" 2>&1; el "time $k rc=$?"
+  done
+fi
+if has ab; then
+  OLD="$PWD/.carry/old:/tmp/site"
+  for t in OLD NEW; do
+    P=$PYTHONPATH; [ $t = OLD ] && P=$OLD
+    PYTHONPATH=$P timeout 150 python3 $G/ab_split.py time --reps 2 >> "$OUT/idx_ab_shared_time.log" 2>&1; el "ab $t rc=$?"
+  done
+  PYTHONPATH=$OLD timeout 100 python3 $G/ab_split.py digests "$OUT/idx_ab_digests_old.txt" > /dev/null 2>&1
+  timeout 100 python3 $G/ab_split.py digests "$OUT/idx_ab_digests_new.txt" > /dev/null 2>&1
+  cmp -s "$OUT/idx_ab_digests_old.txt" "$OUT/idx_ab_digests_new.txt" && el "shared digests: SAME BITS as a6c80a3" || el "shared digests: DIFFER"
+fi
