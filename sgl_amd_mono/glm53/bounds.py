@@ -3,11 +3,13 @@
 of another's entries it lacks), set at about 3x the
 largest value measured where it is used, and ships with a planted error that fails it.
 
-The three comparisons:
+The comparisons:
   * launch vs oracle: a launch kind against the torch oracle of the same layer on the same inputs
     (`kinds/<kind>.py` BOUNDS_GPU: `test/kernels/glm53/check_layer.py` on a GPU; BOUNDS_INTERP: under
     Triton's interpreter, per case, `test/unit/test_launch_interp.py`), and stage by stage (`kinds/oracle.py`
     STAGE_BOUNDS under the interpreter, STAGE_BOUNDS_GPU with `check_layer.py --stop-after`);
+  * a launch's scores vs an f64 reference over its own index queries and keys, with its list's rule
+    (`kinds/indexer.py` TOPK_BOUNDS_GPU / TOPK_BOUNDS_INTERP, `test/kernels/glm53/check_topk.py`);
   * oracle vs SGLang: the torch oracle against SGLang's own modules and torch references on CPU
     (`reference_bounds.BOUNDS`, `reference.<output>.<metric>`; `test/unit/test_reference_pinned.py`);
   * serving vs SGLang: a served step's layers against SGLang's own path on the same server
@@ -52,6 +54,8 @@ SERVING_VS_SGLANG = {
 COMPARISONS = {
     "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU, "indexer": indexer.BOUNDS_GPU},
     "launch vs oracle (interpreter, per case)": {"shared": shared.BOUNDS_INTERP, "indexer": indexer.BOUNDS_INTERP},
+    "launch scores and top-k vs f64 scores (GPU)": {"indexer": indexer.TOPK_BOUNDS_GPU},
+    "launch scores and top-k vs f64 scores (interpreter)": {"indexer": indexer.TOPK_BOUNDS_INTERP},
     "launch stage vs oracle stage (interpreter)": {"shared": oracle.STAGE_BOUNDS},
     "launch stage vs oracle stage (GPU)": {"shared": oracle.STAGE_BOUNDS_GPU},
     "oracle vs SGLang (CPU)": {"reference": reference_bounds.BOUNDS},

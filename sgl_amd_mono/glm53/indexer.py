@@ -128,16 +128,18 @@ def read_index_k(buf: torch.Tensor, *, page_table: torch.Tensor, dim: int) -> tu
 
 
 def index_scores(
-    qk: IndexQK, buf: torch.Tensor, *, page_table: torch.Tensor, lengths: torch.Tensor
+    qk: IndexQK, buf: torch.Tensor, *, page_table: torch.Tensor, lengths: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """logit[r, t] = k_scale[t] · Σ_h head_w[r, h] · relu(q_fp8[r, h] · k_fp8[t]), f32 dots.
+    """logit[r, t] = k_scale[t] · Σ_h head_w[r, h] · relu(q_fp8[r, h] · k_fp8[t]), dots and sums in dtype
+    (f32 as SGLang; f64 for the check scripts' reference). Only q_fp8 and head_w of qk are read.
 
-    Returns [R, P*64] f32; positions t >= lengths[r] are -inf.
+    Returns [R, P*64] in dtype; positions t >= lengths[r] are -inf.
     """
     dim = qk.q_fp8.shape[-1]
     k, ks = read_index_k(buf, page_table=page_table, dim=dim)
-    dots = torch.einsum("rhd,rtd->rht", qk.q_fp8.float(), k.float())  # (R, H, T) f32
-    scores = (dots.relu() * qk.head_w[:, :, None]).sum(dim=1) * ks  # (R, T)
+    dots = torch.einsum("rhd,rtd->rht", qk.q_fp8.to(dtype), k.to(dtype))  # (R, H, T)
+    scores = (dots.relu() * qk.head_w.to(dtype)[:, :, None]).sum(dim=1) * ks.to(dtype)  # (R, T)
     t = torch.arange(scores.shape[1], device=scores.device)
     return scores.masked_fill(t[None, :] >= lengths.long()[:, None], float("-inf"))
 

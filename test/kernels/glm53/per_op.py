@@ -68,9 +68,18 @@ class SharedPerOp:
         total = ends[-1:].to(torch.int32)
         return sorted_ids, exp_ids, total
 
+    def step(self, st, caches):
+        """The layer on a step (`launch_inputs.random_step`) and its caches."""
+        return self(st.hidden, st.residual, st.cos_sin, caches["kv_cache"], st.out_loc, st.topk_slots)
+
     def __call__(self, hidden, residual, cos_sin, kv, out_loc, topk):
         """Returns (out, residual_out, o) [R, D] bf16; writes the rows' cache rows."""
-        g, a, m, r, s = self.geo, self.aw, self.mw, self.r, self.s
+        x, res, ql, qn, qpe = self.front(hidden, residual, cos_sin, kv, out_loc)
+        return self.back(res, qn, qpe, kv, topk)
+
+    def front(self, hidden, residual, cos_sin, kv, out_loc):
+        """norm1 .. rope and the MLA cache write: (x, residual, q_lora normed, absorbed q nope, q rope)."""
+        g, a, r, s = self.geo, self.aw, self.r, self.s
         x, res = self.rms(hidden, a.input_norm, g.rms_eps, residual)
         qkv = self.linear(x, a.qkv_a, a.qkv_a_s)
         q, c, kpe = qkv.split([g.q_lora, g.kv_lora, g.qk_rope], -1)
@@ -82,6 +91,11 @@ class SharedPerOp:
         qpe = self.rope(qpe, cos_sin)
         kpe = self.rope(kpe.reshape(r, 1, g.qk_rope), cos_sin).view(r, g.qk_rope)
         kv[out_loc] = torch.cat((c, kpe), -1).to(kv.dtype)
+        return x, res, ql, qn, qpe
+
+    def back(self, res, qn, qpe, kv, topk):
+        """Sparse MLA over topk .. the MoE: (out, residual_out, o)."""
+        g, a, m, r, s = self.geo, self.aw, self.mw, self.r, self.s
         o = self.mla(qn.contiguous(), qpe.contiguous(), kv.view(kv.shape[0], 1, -1), topk.view(r, 1, -1),
                      g.softmax_scale, g.kv_lora)[0]
         v = torch.bmm(o.transpose(0, 1), a.w_vc).transpose(0, 1).reshape(r, -1)
@@ -97,15 +111,74 @@ class SharedPerOp:
         sorted_ids, exp_ids, total = self.align(ids)
         k = g.top_k + 1
         xq, xs = self.quant(x2.contiguous(), 128, None)
-        c1 = torch.empty(r, k, 2 * s.moe_inter, dtype=torch.bfloat16, device=x.device)
+        c1 = torch.empty(r, k, 2 * s.moe_inter, dtype=torch.bfloat16, device=x2.device)
         self.moe(xq, m.w13, None, c1, xs, m.w13_s, None, w, ids, sorted_ids, exp_ids, total, False, k, self.cfg,
                  compute_type=tl.bfloat16, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
                  use_int4_w4a16=False, per_channel_quant=False, block_shape=[128, 128])
         gg, uu = c1.view(r * k, -1).float().chunk(2, -1)
         act = (torch.nn.functional.silu(gg) * uu).to(torch.bfloat16)
         aq, as_ = self.quant(act, 128, None)
-        c3 = torch.empty(r, k, g.hidden, dtype=torch.bfloat16, device=x.device)
+        c3 = torch.empty(r, k, g.hidden, dtype=torch.bfloat16, device=x2.device)
         self.moe(aq, m.w2, None, c3, as_, m.w2_s, None, w, ids, sorted_ids, exp_ids, total, True, 1, self.cfg,
                  compute_type=tl.bfloat16, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
                  use_int4_w4a16=False, per_channel_quant=False, block_shape=[128, 128])
         return c3.float().sum(1).to(torch.bfloat16), res2, o
+
+
+class IndexerPerOp(SharedPerOp):
+    """The indexer layer: the shared layer's path, with the top-k from the indexer in between. SGLang's Triton
+    kernels where they run here: w8a8_block_fp8_matmul_triton for wk and wq_b, act_quant_triton (ue8m0) for the
+    index q and k. Torch for the LayerNorm, rope, Hadamard (SGLang's is the fast_hadamard_transform CUDA
+    library), weights_proj (an f32 mm, as SGLang's CUDA path) and the index-K write. Scores and top-k: SGLang's
+    torch references fp8_paged_mqa_logits_torch and topk_transform_pytorch_vectorized where they import (SGLang's
+    CUDA default scores through DeepGEMM, which is not on the H200), else torch's topk over the oracle's scores
+    (`glm53/indexer.index_scores`); `which` says."""
+
+    def __init__(self, geo, tp, aw, iw, mw, width):
+        super().__init__(geo, tp, aw, mw, width)
+        self.iw = iw
+        try:
+            from sglang.srt.layers.attention.dsv4.indexer import (fp8_paged_mqa_logits_torch,
+                                                                   topk_transform_pytorch_vectorized)
+
+            self.logits, self.transform = fp8_paged_mqa_logits_torch, topk_transform_pytorch_vectorized
+            self.which = "SGLang's fp8_paged_mqa_logits_torch and topk_transform_pytorch_vectorized"
+        except Exception as e:  # noqa: BLE001 (any import failure: the torch fallback, named)
+            self.logits = self.transform = None
+            self.which = f"torch.topk over glm53/indexer.index_scores (SGLang's references: {type(e).__name__}: {e})"
+
+    def step(self, st, caches):
+        x, res, ql, qn, qpe = self.front(st.hidden, st.residual, st.cos_sin, caches["kv_cache"], st.out_loc)
+        topk = self.index(x, ql, st.cos_sin, caches["index_k_cache"], st.out_loc, st.page_table, st.lengths)
+        return self.back(res, qn, qpe, caches["kv_cache"], topk)
+
+    def index(self, x, ql, cos_sin, ibuf, out_loc, page_table, lengths):
+        """This step's index keys written at out_loc; the rows' top-k as physical slots [R, KTOP] int32."""
+        from sgl_amd_mono.glm53.indexer import INDEX_PAGE, IndexQK, _page_views, hadamard, index_scores, to_slots
+
+        g, w, r = self.geo, self.iw, self.r
+        dim, heads, rope = g.index_dim, g.index_heads, g.qk_rope
+        k = self.linear(x, w.wk, w.wk_s)
+        k = torch.nn.functional.layer_norm(k.float(), (dim,), w.k_norm_w, w.k_norm_b, w.k_norm_eps).to(k.dtype)
+        k = torch.cat((self.rope(k[:, None, :rope], cos_sin)[:, 0], k[:, rope:]), -1)
+        q = self.linear(ql, w.wq_b, w.wq_b_s).view(r, heads, dim)
+        q = torch.cat((self.rope(q[..., :rope], cos_sin), q[..., rope:]), -1)
+        qq, qs = self.quant(hadamard(q).reshape(r * heads, dim).contiguous(), 128, "ue8m0")
+        kq, ks = self.quant(hadamard(k).contiguous(), 128, "ue8m0")
+        keys, scales = _page_views(ibuf, dim)
+        loc = out_loc.long()
+        keys[loc // INDEX_PAGE, loc % INDEX_PAGE] = kq.view(torch.uint8)
+        scales[loc // INDEX_PAGE, loc % INDEX_PAGE] = ks[:, 0].float()
+        head_w = (x.float() @ w.weights_proj.float().t()) * heads**-0.5 * qs.view(r, heads).float() * dim**-0.5
+        span = page_table.shape[1] * INDEX_PAGE
+        if self.logits is not None:
+            logits = self.logits(qq.view(r, 1, heads, dim), ibuf.view(-1, INDEX_PAGE, 1, dim + 4), head_w, lengths,
+                                 page_table, None, span, clean_logits=False)
+            out = torch.empty(r, g.index_topk, dtype=torch.int32, device=x.device)
+            self.transform(logits, lengths, page_table, out, INDEX_PAGE)
+            return out
+        scores = index_scores(IndexQK(qq.view(r, heads, dim), head_w, None, None), ibuf, page_table=page_table,
+                              lengths=lengths)
+        pos = torch.topk(scores, min(g.index_topk, span), dim=1).indices.int()
+        pos = torch.where(scores.gather(1, pos.long()) > float("-inf"), pos, -1)
+        return to_slots(pos, page_table=page_table)

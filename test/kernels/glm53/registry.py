@@ -20,7 +20,7 @@ from sgl_amd_mono.common.launch import LaunchOptions
 from sgl_amd_mono.glm53 import index_inputs as ii
 from sgl_amd_mono.glm53 import launch_inputs as li
 from sgl_amd_mono.glm53 import layer
-from sgl_amd_mono.glm53.indexer import INDEX_PAGE, radix_select
+from sgl_amd_mono.glm53.indexer import INDEX_PAGE, order_keys, radix_select
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
 from sgl_amd_mono.glm53.kinds import shared as shared_kind
 
@@ -39,7 +39,7 @@ class KindCheck:
     interp_bounds: dict  # launch vs oracle under Triton's interpreter, per case
     controls: Callable  # (geo, weights) -> [(name, [bounds it must fail], perturbed weights)]
     stages: Optional[str]  # the module of the oracle per stage (run, run_isolated, compare, STAGE_BOUNDS), if any
-    per_op: Optional[Callable]  # (geo, tp, weights, width) -> SGLang's per-op path: fn(step fields) -> out
+    per_op: Optional[Callable]  # (geo, tp, weights, width) -> SGLang's per-op path: .step(step, caches) -> (out, residual_out, o)
     output_controls: Optional[Callable] = None  # (geo, outs, plan, step) -> [(name, bounds, outs, scores)]
     options: Callable = lambda context: LaunchOptions()  # the build options a step of `context` keys needs
 
@@ -149,13 +149,19 @@ def indexer_requests(geo, *, width: int, context: int) -> tuple[int, list[int], 
 
 def _indexer_step(geo, *, width, context, kv_dtype, seed, device, keys="random"):
     rpr, ctx, pad = indexer_requests(geo, width=width, context=context)
-    return ii.random_index_step(geo, width=width, contexts=ctx, rows_per_req=rpr, max_context=_max_context(context),
+    return ii.random_index_step(geo, width=width, contexts=ctx, rows_per_req=rpr, max_context=max_context(context),
                                 kv_dtype=kv_dtype, seed=seed, device=device, pad_rows=pad, keys=keys)
 
 
-def _max_context(context: int) -> int:
+def max_context(context: int) -> int:
     """The page table's keys for steps of `context`: room for every request's draft rows, in whole pages."""
     return -(-(context + 16) // INDEX_PAGE) * INDEX_PAGE
+
+
+def _indexer_per_op(geo, tp, weights, width):
+    from per_op import IndexerPerOp
+
+    return IndexerPerOp(geo, tp, *weights, width)
 
 
 def _indexer_oracle(geo, weights, step):
@@ -210,11 +216,37 @@ def _indexer_output_controls(geo, outs, plan, step):
         topk[0, -1] = slot_list[best]
         out.append(("row 0's last entry replaced by its best unselected key", ["indexer.topk.max_abs"],
                     {**outs, "topk": topk}, None))
-    bits = scores[0, :n].view(torch.int32)
-    t = int(torch.argmax(scores[0, :n]))
-    bits[t] ^= -(2**31)  # one score's bits flipped: the top key's sign (it drops out of a longer row's list)
-    out.append(("row 0's top score with its sign bit flipped", ["indexer.topk.max_abs"], outs, scores))
+    flip = _flip_changing_list(geo, scores[0, :n])
+    if flip is None and n > geo.index_topk:
+        raise RuntimeError(f"no single-bit flip of row 0's scores changes its list ({n} keys)")
+    if flip is not None:  # one score's bit flipped, one that moves a key into or out of the rule's list
+        t, bit = flip
+        scores[0, :n].view(torch.int32)[t] ^= -(2**31) if bit == 31 else 1 << bit
+        out.append((f"row 0's score {t} with bit {bit} flipped", ["indexer.topk.max_abs"], outs, scores))
     return out
+
+
+def _flip_changing_list(geo, row):
+    """(key, bit) of the first single-bit flip, of the row's top key, its lowest selected key or its best
+    unselected key, in the sign bit or the exponent's top bit, that changes the rule's list; None if the row
+    selects every key."""
+    n = row.numel()
+    if n <= geo.index_topk:
+        return None
+    lengths = torch.tensor([n], device=row.device)
+    base = radix_select(row[None], lengths=lengths, topk=geo.index_topk)
+    chosen = torch.zeros(n, dtype=torch.bool, device=row.device)
+    chosen[base[0].long()] = True
+    keys = order_keys(row)
+    cands = [int(torch.argmax(keys)), int(torch.where(chosen, keys, keys.max() + 1).argmin()),
+             int(torch.where(chosen, -1, keys).argmax())]
+    for t in cands:
+        for bit in (31, 30):
+            bad = row.clone()
+            bad.view(torch.int32)[t] ^= -(2**31) if bit == 31 else 1 << bit
+            if not torch.equal(radix_select(bad[None], lengths=lengths, topk=geo.index_topk), base):
+                return t, bit
+    return None
 
 
 def _indexer_controls(geo, weights):
@@ -237,9 +269,9 @@ KINDS = {
     "indexer": KindCheck(
         name="indexer", weights=_indexer_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_indexer_oracle, compare=_indexer_compare, bounds=indexer_kind.BOUNDS_GPU,
-        interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=None,
+        interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=_indexer_per_op,
         output_controls=_indexer_output_controls,
-        options=lambda context: LaunchOptions(max_context=_max_context(context))),
+        options=lambda context: LaunchOptions(max_context=max_context(context))),
 }
 
 

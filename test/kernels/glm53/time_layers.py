@@ -185,12 +185,13 @@ def main():
 
                     def run_perop():
                         for P, st, c in zip(pops, steps, caches):
-                            P(st.hidden, st.residual, st.cos_sin, c["kv_cache"], st.out_loc, st.topk_slots)
+                            P.step(st, c)
 
                     perop_us = graph_time_us(run_perop) / N_LAYERS
                     if not oracle_done:  # the per-op path agrees with the launch (sanity of the baseline)
                         st = steps[0]
-                        po = pops[0](st.hidden, st.residual, st.cos_sin, st.kv_cache.clone(), st.out_loc, st.topk_slots)
+                        po = pops[0].step(st, step_caches(kc, [st])[0])
+                        print(f"per-op path: {getattr(pops[0], 'which', 'SGLang Triton kernels')}", flush=True)
                         lo = L.plan.run(L.layers[0], {**vars(st), **step_caches(kc, [st])[0]})
                         rel = ((po[0].float() - lo["out"].float()).norm() / lo["out"].float().norm()).item()
                         print(f"per-op path vs launch: out rel {rel:.3g}", flush=True)
