@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One H200 run of the indexer kind beside the shared kind: precompile, check_layer --kind indexer (TP8 rows 1-8
-# at 8K, rows 1 and 8 at 128K, bf16; fp8 at rows 1 and 4; every control), time_layers of both kinds in one run
-# (1/2/4/8 rows, 8K and 128K), and the shared kind's A/B against commit a6c80a3 (.carry/old) when AB=1.
-# From the repo root with .whl carried; outputs flat under $OUT. PARTS picks: pre check time ab.
+# at 8K, rows 1 and 8 at 128K, bf16; fp8 at rows 1 and 4; every control), check_topk (8K, 128K, 300K: every key
+# cache, a draft chain and several requests), time_layers of both kinds in one run (1/2/4/8 rows, 8K and 128K;
+# the indexer's with SGLang's per-op indexer path), and the shared kind's A/B against commit a6c80a3
+# (.carry/old). From the repo root with .whl carried; outputs flat under $OUT. PARTS picks: pre check topk time ab.
 set -u
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check time}
+OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check topk time}
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/idx_summary.txt"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p /tmp/site
@@ -15,6 +16,7 @@ export PYTHONPATH="$PWD:$PWD/$G:/tmp/site:${PYTHONPATH:-}"
 if has pre; then
   B=(); for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; done
   B+=("|1|fp8|||||8192" "|4|fp8|||||8192" "|1|bf16||11||||8192")
+  for c in 8192 131072 300000; do B+=("|4|bf16|||||$c"); done; B+=("|8|bf16|||||300000")
   S=(); for w in 1 2 4 8; do S+=("|$w|bf16"); done
   timeout 200 python3 $G/precompile.py --kind indexer --jobs 11 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
   timeout 200 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
@@ -28,11 +30,15 @@ if has check; then
   timeout 100 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 4 --contexts 8192 --kv fp8 --no-deadline \
     > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
 fi
+if has topk; then
+  timeout 300 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > "$OUT/idx_check_topk.log" 2>&1
+  el "check_topk rc=$?"
+fi
 if has time; then
-  for k in indexer shared; do
-    timeout 200 python3 $G/time_layers.py --kind $k --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
-      --no-variants > "$OUT/idx_time_$k.log" 2>&1; el "time $k rc=$?"
-  done
+  timeout 240 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
+    --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (with per-op) rc=$?"
+  timeout 200 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+    --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
 fi
 if has ab; then
   OLD="$PWD/.carry/old:/tmp/site"
