@@ -105,19 +105,6 @@ def special(kind: str, case: str) -> None:
     print(json.dumps(res))
 
 
-def changed_rows(name, before, after) -> set:
-    """The slots whose row a launch changed in cache `name` (the MLA cache: rows; the index-K cache: a key's
-    bytes or its scale in its page)."""
-    if name == "index_k_cache":
-        from sgl_amd_mono.glm53.indexer import _page_views
-
-        kb, sb = _page_views(before, 128)
-        ka, sa = _page_views(after, 128)
-        diff = (kb != ka).any(-1) | (sb.view(torch.int32) != sa.view(torch.int32))  # [pages, 64]
-        return set((diff.nonzero()[:, 0] * 64 + diff.nonzero()[:, 1]).tolist())
-    return set((before.view(torch.uint8) != after.view(torch.uint8)).any(-1).nonzero().flatten().tolist())
-
-
 def main(kind: str, case: str) -> None:
     if case in ("deadline", "ties", "wrap"):
         return special(kind, case)
@@ -143,9 +130,9 @@ def main(kind: str, case: str) -> None:
     except ValueError as e:
         res["task_counts_ok"] = str(e)
     allowed = set(step.out_loc.tolist())
-    res["cache_rows_outside_out_loc"] = sum(len(changed_rows(n, c0, caches[n]) - allowed)
+    res["cache_rows_outside_out_loc"] = sum(len(registry.changed_slots(n, c0, caches[n]) - allowed)
                                             for n, c0 in kc.caches(step).items())
-    res["cache_rows_differ"] = sum(len(changed_rows(n, caches_ref[n], caches[n])) for n in caches)
+    res["cache_rows_differ"] = sum(len(registry.changed_slots(n, caches_ref[n], caches[n])) for n in caches)
     res["epoch"] = plan.sync.epoch
     # the planted control, bound to the same plan: a second launch on the same buffers and sync words
     bad = plan.bind(kc.tensors(combined_control(kc, geo, weights)), launch_id=1)

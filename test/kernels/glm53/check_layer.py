@@ -62,17 +62,6 @@ def run_step(kc, plan, layer, step):
     return {k: v.clone() for k, v in out.items()}, caches
 
 
-def changed_slots(name, before, after) -> set:
-    """The slots whose row a launch changed in cache `name` (the index-K cache: a key's bytes or its scale)."""
-    if name == "index_k_cache":
-        from sgl_amd_mono.glm53.indexer import _page_views
-
-        (kb, sb), (ka, sa) = _page_views(before, 128), _page_views(after, 128)
-        diff = ((kb != ka).any(-1) | (sb.view(torch.int32) != sa.view(torch.int32))).nonzero()
-        return set((diff[:, 0] * 64 + diff[:, 1]).tolist())
-    return set((before.view(torch.uint8) != after.view(torch.uint8)).any(-1).nonzero().flatten().tolist())
-
-
 def check_stages(kc, plan, layer_w, step, caches, stop_after, tag):
     """Every stage up to stop_after alone: its oracle on the launch's own buffers (the launch left them all:
     every buffer is written by one stage), within the GPU stage bounds; its control must fail them."""
@@ -122,7 +111,7 @@ def check_config(kc, geo, tp, width, context, kv_dtype, seed, args):
         fail(f"[{tag}] two runs differ")
     allowed = set(step.out_loc.tolist())
     for name, before in kc.caches(step).items():  # exactly the step's slots written (pad rows: slot 0)
-        changed = changed_slots(name, before, caches1[name])
+        changed = registry.changed_slots(name, before, caches1[name])
         extra = sorted(changed - allowed)
         unwritten = [s for s in step.out_loc[: step.live].tolist() if s not in changed]
         print(f"[{tag}] {name}: rows changed {len(changed)}, outside out_loc: {extra[:5]}, live rows unwritten: "

@@ -56,6 +56,18 @@ class KindCheck:
         return {n: getattr(step, n) for n in ("kv_cache", "index_k_cache") if hasattr(step, n)}
 
 
+def changed_slots(name, before, after) -> set:
+    """The slots whose row a launch changed in cache `name` (the index-K cache: a key's bytes or its scale in its
+    page; the MLA cache: its rows)."""
+    if name == "index_k_cache":
+        from sgl_amd_mono.glm53.indexer import _page_views
+
+        (kb, sb), (ka, sa) = _page_views(before, 128), _page_views(after, 128)
+        diff = ((kb != ka).any(-1) | (sb.view(torch.int32) != sa.view(torch.int32))).nonzero()
+        return set((diff[:, 0] * INDEX_PAGE + diff[:, 1]).tolist())
+    return set((before.view(torch.uint8) != after.view(torch.uint8)).any(-1).nonzero().flatten().tolist())
+
+
 def _cache_rows(cache, slots):
     c = cache.view(FP8) if cache.dtype == torch.uint8 else cache
     return c[slots].float()
