@@ -18,14 +18,16 @@ from sgl_amd_mono.backends.triton.kernel_shared import scalars as shared_scalars
 from sgl_amd_mono.backends.triton.launch import TritonKind
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, launch_end, launch_start, live_tasks
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
-from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims, pow2
+from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 
 def constexprs(d: LayerDims) -> dict:
     """The shared kind's constexprs and the indexer's sizes (IH index heads, ID their dim, PMAX pages a
-    row's page table holds, CH keys a selection task covers, NCK_P a power of two >= a row's chunks)."""
-    return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "CH": d.CH,
-            "NCK_P": pow2(indexer_kind.n_chunks(d))}
+    row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scan step covers, IQG heads
+    an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
+    t = d.tiles
+    return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
+            "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "BN_IQ": t.bn_iq, "KS_IQ": t.ks_iq}
 
 
 def scalars(d: LayerDims) -> dict:
@@ -61,7 +63,8 @@ def indexer_layer_kernel(
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr,
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
-    IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, CH: tl.constexpr, NCK_P: tl.constexpr,
+    IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
+    IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -100,11 +103,11 @@ def indexer_layer_kernel(
     attn_half.gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr, live_tasks(T_A, ok, S_QKV_A, SKIP_MASK),
                          pid, QKV_N, 0.0, 0.0, task_count_ptr, R, D, KS_A, BN_A, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
                          COUNT_TASKS)
-    attn_half.gemv_stage(xq1_ptr, xs1_ptr, wk_ptr, wk_s_ptr, ik_part_ptr, live_tasks(KS_A, ok, S_QKV_A, SKIP_MASK),
-                         pid, ID, 0.0, 0.0, task_count_ptr, R, D, KS_A, ID, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
+    attn_half.gemv_stage(xq1_ptr, xs1_ptr, wk_ptr, wk_s_ptr, ik_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK),
+                         pid, ID, 0.0, 0.0, task_count_ptr, R, D, KS_I, ID, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
                          COUNT_TASKS, T_A)
-    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_A, ok, S_QKV_A, SKIP_MASK), pid,
-                          task_count_ptr, R, IH, D, KS_A, NPROG, S_QKV_A, COUNT_TASKS, T_A + KS_A)
+    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK), pid,
+                          task_count_ptr, R, IH, D, KS_I, NPROG, S_QKV_A, COUNT_TASKS, T_A + KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_QKV_A, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -115,7 +118,7 @@ def indexer_layer_kernel(
         if live_tasks(1, ok, S_LATENT, SKIP_MASK) != 0:
             count_task(task_count_ptr, S_LATENT, COUNT_TASKS)
             index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                             stride_index_k_cache, k_norm_eps, R, ID, ROPE, KS_A)
+                             stride_index_k_cache, k_norm_eps, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -124,45 +127,46 @@ def indexer_layer_kernel(
                          COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr,
                          live_tasks(T_Q_B - T_B, ok, S_Q_B, SKIP_MASK), pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL,
-                         KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B, COUNT_TASKS, T_B)
+                         KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB, S_Q_B, COUNT_TASKS, T_B)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
                      task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
-    for r in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_ABSORB, SKIP_MASK), NPROG,
-                      num_stages=1):  # the index queries: the stage's tasks after absorb's
+    for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
-        index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, R, IH, ID, ROPE, KS_A, KS_B)
+        index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
+                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_I, KS_IQ)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr,
                 rows_per_req_ptr, scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_SCORE, R,
-                IH, ID, KTOP, PMAX, CH, NPROG, SKIP_MASK, COUNT_TASKS)
+                IH, ID, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, CH, NPROG, SKIP_MASK,
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
                        COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, CH, NPROG, SKIP_MASK,
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
                        COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, CH, NPROG, SKIP_MASK,
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
                        COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, CH, NPROG, SKIP_MASK, COUNT_TASKS)
+                launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
-               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, CH, NCK_P, NPROG, SKIP_MASK,
+               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
                COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)

@@ -3,7 +3,7 @@ groups of the attention half's stages, the index key and query, the scores, and 
 
 Scores live in scratch as f32, a row's in position order. The selection compares them as order-preserving
 uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (8 bits, from the top): a digit's
-histogram is accumulated over the row's chunks with integer atomics (exact, so the same bits every run),
+histogram is accumulated over the row's slices with integer atomics (exact, so the same bits every run),
 into hist_p[epoch % 2]; the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers.
 Every program re-derives the digits found so far from the histograms (`radix_prefix`), so no stage of its
 own publishes them. Lengths are clamped to the page table's PMAX * 64 keys; a longer row writes the error
@@ -54,7 +54,8 @@ def hadamard(x, N: tl.constexpr):
     v = i[:, None] & i[None, :]
     par = v * 0
     for b in tl.static_range(16):
-        par ^= (v >> b) & 1
+        if (1 << b) < N:  # bits of an index below N
+            par ^= (v >> b) & 1
     h = (1.0 - 2.0 * par.to(tl.float32)).to(tl.bfloat16)  # +-1: exact in bf16
     return dot_bf16(x, h) * (N ** -0.5)
 
@@ -88,7 +89,7 @@ def rope_pairs(e, o, cos_ptr, ROPE: tl.constexpr, HALF: tl.constexpr):
 @triton.jit
 def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
                stride_index_k_cache, k_norm_eps, R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr,
-               KS_A: tl.constexpr):
+               KS_I: tl.constexpr):
     """Every row's index key (one task): k = bf16(sum of wk parts); LayerNorm (f32, weight and bias); rope on
     the first ROPE dims (interleaved); Hadamard; ue8m0 fp8; written at out_loc into the index-K cache's page
     layout: a page's 64 keys of ID fp8 bytes, then its 64 f32 scales. Held as even / odd dims [16, ID / 2]."""
@@ -97,8 +98,8 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
     rmask = rows < R
     i = tl.arange(0, HALF)
     base = rows[:, None] * ID + 2 * i[None, :]
-    e = to_bf16(sum_parts(ik_part_ptr, R * ID, base, rmask[:, None], KS_A)).to(tl.float32)
-    o = to_bf16(sum_parts(ik_part_ptr + 1, R * ID, base, rmask[:, None], KS_A)).to(tl.float32)
+    e = to_bf16(sum_parts(ik_part_ptr, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
+    o = to_bf16(sum_parts(ik_part_ptr + 1, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
     mean = (tl.sum(e, axis=1) + tl.sum(o, axis=1)) / ID
     ec, oc = e - mean[:, None], o - mean[:, None]
     rstd = tl.math.rsqrt((tl.sum(ec * ec, axis=1) + tl.sum(oc * oc, axis=1)) / ID + k_norm_eps)
@@ -119,22 +120,23 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
 
 
 @triton.jit
-def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, R: tl.constexpr, IH: tl.constexpr,
-                ID: tl.constexpr, ROPE: tl.constexpr, KS_A: tl.constexpr, KS_B: tl.constexpr):
-    """Row r's index query: q = bf16(sum of wq_b parts) [IH, ID]; rope on each head's first ROPE dims;
-    Hadamard; ue8m0 fp8 a head (iq); head weights = bf16(weights_proj x) x IH^-0.5 x q scale x ID^-0.5."""
+def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g, R: tl.constexpr, IH: tl.constexpr,
+                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, KS_IQ: tl.constexpr):
+    """Heads [g IQG, + IQG) of row r's index query: q = bf16(sum of wq_b parts) [IQG, ID]; rope on each head's
+    first ROPE dims; Hadamard; ue8m0 fp8 a head (iq); head weights = bf16(weights_proj x) x IH^-0.5 x q scale
+    x ID^-0.5."""
     HALF: tl.constexpr = ID // 2
-    heads = tl.arange(0, IH)
+    heads = g * IQG + tl.arange(0, IQG)
     i = tl.arange(0, HALF)
     base = heads[:, None] * ID + 2 * i[None, :]
     part = iq_part_ptr + r * (IH * ID)
-    e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_B)).to(tl.float32)
-    o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_B)).to(tl.float32)
+    e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
+    o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, ROPE, HALF)
     qq, qs = ue8m0_quant(to_bf16(hadamard(q, ID)).to(tl.float32))
     dims = tl.arange(0, ID)
     tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq)
-    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_A)).to(tl.float32)
+    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_I)).to(tl.float32)
     tl.store(head_w_ptr + r * IH + heads, w_raw * (IH ** -0.5) * qs * (ID ** -0.5))
 
 
@@ -159,20 +161,24 @@ def row_lengths(lengths_ptr, err_ptr, launch_id, pid, is_report, R: tl.constexpr
 
 
 @triton.jit
-def unit_of_task(t, nck):
-    """Dense task t over units (rows or requests) of nck[16] chunks each: (unit, chunk)."""
-    units = tl.arange(0, 16)
-    cum = tl.cumsum(nck, axis=0)
-    unit = tl.sum((cum <= t).to(tl.int32), axis=0)
-    return unit, t - tl.sum(tl.where(units < unit, nck, 0), axis=0)
+def slice_of(n, s, n_slices, IBLK: tl.constexpr):
+    """Slice s of n_slices over n keys: [start, end), whole IBLK blocks a slice (the last ones may be empty)."""
+    width = ((n + n_slices - 1) // n_slices + IBLK - 1) // IBLK * IBLK
+    start = s * width
+    return start, tl.minimum(start + width, n)
 
 
 @triton.jit
-def digit_step(h_ptr, need, prefix):
+def load_keys(scores_ptr, tt, end):
+    """Order keys of the scores at positions tt [IBLK] below end (0 elsewhere, masked out by the callers)."""
+    return order_key(tl.load(scores_ptr + tt, mask=tt < end, other=0.0, cache_modifier=".cg"))
+
+
+@triton.jit
+def digit_of(h, need, prefix):
     """One digit of the radix select from its histogram h [256]: the largest digit d whose keys, with the
     keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
     bins = tl.arange(0, BINS)
-    h = tl.load(h_ptr + bins, cache_modifier=".cg")
     suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b
     d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
     above = tl.sum(tl.where(bins > d, h, 0), axis=0)
@@ -182,17 +188,27 @@ def digit_step(h_ptr, need, prefix):
 @triton.jit
 def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr):
     """(need, prefix) after P digits of a row's select: prefix = the top 8P bits of its KTOP-th largest key,
-    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity."""
+    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity.
+    The histograms are loaded before any is used (one round trip)."""
+    bins = tl.arange(0, BINS)
     need = KTOP + off * 0
     prefix = (off * 0).to(tl.int64)
     if P > 0:
-        need, prefix = digit_step(hist0_ptr + off, need, prefix)
+        h0 = tl.load(hist0_ptr + off + bins, cache_modifier=".cg")
     if P > 1:
-        need, prefix = digit_step(hist1_ptr + off, need, prefix)
+        h1 = tl.load(hist1_ptr + off + bins, cache_modifier=".cg")
     if P > 2:
-        need, prefix = digit_step(hist2_ptr + off, need, prefix)
+        h2 = tl.load(hist2_ptr + off + bins, cache_modifier=".cg")
     if P > 3:
-        need, prefix = digit_step(hist3_ptr + off, need, prefix)
+        h3 = tl.load(hist3_ptr + off + bins, cache_modifier=".cg")
+    if P > 0:
+        need, prefix = digit_of(h0, need, prefix)
+    if P > 1:
+        need, prefix = digit_of(h1, need, prefix)
+    if P > 2:
+        need, prefix = digit_of(h2, need, prefix)
+    if P > 3:
+        need, prefix = digit_of(h3, need, prefix)
     return need, prefix
 
 
@@ -207,118 +223,120 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr,
           scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          CH: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task (request b, chunk c) of the requests with a row past KTOP keys: the chunk's cached keys (64 a
-    page), read once, scored for every row of the request: s[r, t] = k_scale[t] x sum_h head_w[r, h] x
-    relu(iq[r, h] . k[t]) (fp8 dots, f32 sums), stored at scores[r, t]; then each such row's first radix
-    digit counted over the chunk into hist0[epoch % 2] (integer atomics). Rows of a request are
-    rows_per_req consecutive rows sharing a page table."""
-    SCOL: tl.constexpr = (PMAX * PAGE + CH - 1) // CH * CH  # a row of scores
+          NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+          COUNT_TASKS: tl.constexpr):
+    """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
+    (IBLK at a time through the page table), scored for every row of the request: s[r, t] = k_scale[t] x
+    sum_h head_w[r, h] x relu(iq[r, h] . k[t]) (fp8 dots, f32 sums), stored at scores[r, t]; then each such
+    row's first radix digit counted over the slice into hist0[epoch % 2] (integer atomics). Rows of a request
+    are rows_per_req consecutive rows sharing a page table; its keys split into (its rows x NSL) slices, the
+    tasks of its rows' places (task t: unit row t // NSL)."""
+    SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * PAGE, S)
+    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, SCOL, S)
     rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
-    units = tl.arange(0, 16)
     rows = tl.arange(0, 16)
-    in_req = (rows[None, :] // rpr == units[:, None]) & (rows[None, :] < R)  # [request, row]
-    req_len = tl.max(tl.where(in_req, lens[None, :], 0), axis=1)
-    nck = tl.where(req_len > KTOP, (req_len + CH - 1) // CH, 0)
-    n_tasks = tl.sum(nck, axis=0) * ok * (1 - ((SKIP_MASK >> S) & 1))
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
-    keys = tl.arange(0, PAGE)
+    blk = tl.arange(0, IBLK)
     bins = tl.arange(0, BINS)
+    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        count_task(task_count_ptr, S, COUNT_TASKS)
-        b, c = unit_of_task(t, nck)
-        r0 = b * rpr
-        blen = tl.sum(tl.where(units == b, req_len, 0), axis=0)
-        for kb in range(CH // PAGE):
-            t0 = c * CH + kb * PAGE
-            if t0 < blen:
-                page = tl.load(page_table_ptr + r0 * PMAX + t0 // PAGE).to(tl.int64)
+        r0 = (t // NSL) // rpr * rpr  # the request's first row
+        nrows = tl.minimum(rpr, R - r0)
+        blen = tl.max(tl.where((rows >= r0) & (rows < r0 + nrows), lens, 0), axis=0)
+        if blen > KTOP:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
+            for t0 in tl.range(s0, s1, IBLK):
+                tt = t0 + blk
+                valid = tt < s1
+                page = tl.load(page_table_ptr + r0 * PMAX + tt // PAGE, mask=valid, other=0).to(tl.int64)
                 pbase = index_k_cache_ptr + page * stride_index_k_cache
-                k = tl.load(pbase + keys[:, None] * KEY_BYTES + dims[None, :]).to(tl.float8e4nv, bitcast=True)
-                ks = tl.load((pbase + PAGE * KEY_BYTES + keys * 4).to(tl.pointer_type(tl.float32)))
-                for j in range(0, rpr):
+                k = tl.load(pbase[:, None] + (tt % PAGE)[:, None] * KEY_BYTES + dims[None, :], mask=valid[:, None],
+                            other=0).to(tl.float8e4nv, bitcast=True)
+                ks = tl.load((pbase + PAGE * KEY_BYTES + (tt % PAGE) * 4).to(tl.pointer_type(tl.float32)),
+                             mask=valid, other=0.0)
+                for j in range(0, nrows):
                     r = r0 + j
-                    if r < R:
-                        q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
-                        hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
-                        dots = tl.dot(q, tl.trans(k))  # [IH, 64] f32
-                        s = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
-                        tl.store(scores_ptr + r * SCOL + t0 + keys, s)
-        tl.debug_barrier()  # this task's scores stored before its threads read them back
-        for j in range(0, rpr):
-            r = r0 + j
-            rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
-            if (r < R) & (rlen > KTOP):
-                h = tl.zeros((BINS,), dtype=tl.int32)
-                for kb in range(CH // PAGE):
-                    tt = c * CH + kb * PAGE + keys
-                    u = order_key(tl.load(scores_ptr + r * SCOL + tt, mask=tt < rlen, other=0.0))
-                    h += tl.histogram((u >> 24).to(tl.int32), BINS, mask=tt < rlen)
-                tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+                    q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
+                    hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
+                    dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
+                    s = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+                    tl.store(scores_ptr + r * SCOL + tt, s, mask=valid)
+            tl.debug_barrier()  # this task's scores stored before its threads read them back
+            for j in range(0, nrows):
+                r = r0 + j
+                rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
+                if rlen > KTOP:
+                    end = tl.minimum(s1, rlen)
+                    h = tl.zeros((BINS,), dtype=tl.int32)
+                    for t0 in tl.range(s0, end, IBLK):
+                        tt = t0 + blk
+                        u = load_keys(scores_ptr + r * SCOL, tt, end)
+                        h += tl.histogram((u >> 24).to(tl.int32), BINS, mask=tt < end)
+                    tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
 
 
 @triton.jit
 def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, err_ptr,
                  launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-                 KTOP: tl.constexpr, PMAX: tl.constexpr, CH: tl.constexpr, NPROG: tl.constexpr,
+                 KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr,
                  SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task (row r, chunk c) of the rows past KTOP keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the
-    chunk's keys whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
-    SCOL: tl.constexpr = (PMAX * PAGE + CH - 1) // CH * CH
+    """Task (row r, slice) of the rows past KTOP keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the
+    slice's keys whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
+    SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
-    nck = tl.where(lens > KTOP, (lens + CH - 1) // CH, 0)
-    n_tasks = tl.sum(nck, axis=0) * ok * (1 - ((SKIP_MASK >> S) & 1))
-    keys = tl.arange(0, PAGE)
+    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
+    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
+    blk = tl.arange(0, IBLK)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        count_task(task_count_ptr, S, COUNT_TASKS)
-        r, c = unit_of_task(t, nck)
+        r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
-        h = tl.zeros((BINS,), dtype=tl.int32)
-        for kb in range(CH // PAGE):
-            tt = c * CH + kb * PAGE + keys
-            u = order_key(tl.load(scores_ptr + r * SCOL + tt, mask=tt < rlen, other=0.0, cache_modifier=".cg"))
-            hit = (tt < rlen) & ((u >> (32 - 8 * P)).to(tl.int64) == prefix)
-            h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
-        tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+        if rlen > KTOP:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
+            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
+            h = tl.zeros((BINS,), dtype=tl.int32)
+            for t0 in tl.range(s0, s1, IBLK):
+                tt = t0 + blk
+                u = load_keys(scores_ptr + r * SCOL, tt, s1)
+                hit = (tt < s1) & ((u >> (32 - 8 * P)).to(tl.int64) == prefix)
+                h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+            tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
 
 
 @triton.jit
 def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
           epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          CH: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Tasks (row r, chunk c) of the rows past KTOP keys: the chunk's keys above the threshold key and equal to
-    it, at cnt[r, c]. Then R tasks on the last programs: row r's list filled with -1 (emit writes over it)."""
-    SCOL: tl.constexpr = (PMAX * PAGE + CH - 1) // CH * CH
-    NCK: tl.constexpr = SCOL // CH
+          NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+          COUNT_TASKS: tl.constexpr):
+    """Tasks (row r, slice s) of the rows past KTOP keys: the slice's keys above the threshold key and equal to
+    it, at cnt[r, s]. Then R tasks on the last programs: row r's list filled with -1 (emit writes over it)."""
+    SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
-    nck = tl.where(lens > KTOP, (lens + CH - 1) // CH, 0)
+    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     live = ok * (1 - ((SKIP_MASK >> S) & 1))
-    n_tasks = tl.sum(nck, axis=0) * live
-    keys = tl.arange(0, PAGE)
-    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        count_task(task_count_ptr, S, COUNT_TASKS)
-        r, c = unit_of_task(t, nck)
+    blk = tl.arange(0, IBLK)
+    for t in tl.range(pid, R * NSL * live, NPROG, num_stages=1):  # tasks: never pipelined
+        r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
-        above = rlen * 0
-        at = rlen * 0
-        for kb in range(CH // PAGE):
-            tt = c * CH + kb * PAGE + keys
-            u = order_key(tl.load(scores_ptr + r * SCOL + tt, mask=tt < rlen, other=0.0, cache_modifier=".cg"))
-            u = u.to(tl.int64)
-            above += tl.sum(((tt < rlen) & (u > thr)).to(tl.int32), axis=0)
-            at += tl.sum(((tt < rlen) & (u == thr)).to(tl.int32), axis=0)
-        tl.store(cnt_ptr + (r * NCK + c) * 2, above)
-        tl.store(cnt_ptr + (r * NCK + c) * 2 + 1, at)
+        if rlen > KTOP:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
+            _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
+            above = rlen * 0
+            at = rlen * 0
+            for t0 in tl.range(s0, s1, IBLK):
+                tt = t0 + blk
+                u = load_keys(scores_ptr + r * SCOL, tt, s1).to(tl.int64)
+                above += tl.sum(((tt < s1) & (u > thr)).to(tl.int32), axis=0)
+                at += tl.sum(((tt < s1) & (u == thr)).to(tl.int32), axis=0)
+            tl.store(cnt_ptr + t * 2, above)
+            tl.store(cnt_ptr + t * 2 + 1, at)
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
     for r in tl.range(NPROG - 1 - pid, R * live, NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
@@ -329,47 +347,48 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
 @triton.jit
 def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
          err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-         PMAX: tl.constexpr, CH: tl.constexpr, NCK_P: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
          COUNT_TASKS: tl.constexpr):
-    """Task (row r, chunk c) of every row's keys: row r's list entries from the chunk, as physical slots
+    """Task (row r, slice s) of every row's keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64. A row of L <= KTOP keys: position t at entry t. A longer row: its keys
-    above the threshold at entries [above before the chunk + rank in the chunk), then its keys at the
-    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout).
-    NCK_P: a power of two >= a row's chunks (the counts of the chunks before this one are summed at once)."""
-    SCOL: tl.constexpr = (PMAX * PAGE + CH - 1) // CH * CH
-    NCK: tl.constexpr = SCOL // CH  # a row's chunks (NCK_P: a power of two >= it)
+    above the threshold at entries [above before the slice + rank in the slice), then its keys at the
+    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout)."""
+    SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
-    nck = (lens + CH - 1) // CH
-    n_tasks = tl.sum(nck, axis=0) * ok * (1 - ((SKIP_MASK >> S) & 1))
-    keys = tl.arange(0, PAGE)
-    cks = tl.arange(0, NCK_P)
+    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
+    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
+    blk = tl.arange(0, IBLK)
+    sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        count_task(task_count_ptr, S, COUNT_TASKS)
-        r, c = unit_of_task(t, nck)
+        r = t // NSL
+        s = t % NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen <= KTOP:
-            for kb in range(CH // PAGE):
-                tt = c * CH + kb * PAGE + keys
-                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
-                tl.store(topk_ptr + r * KTOP + tt, page * PAGE + tt % PAGE, mask=tt < rlen)
-        else:
-            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
-            before = cks < c
-            n_above = tl.sum(tl.load(cnt_ptr + (r * NCK + cks) * 2, mask=before, other=0, cache_modifier=".cg"), axis=0)
-            n_at = tl.sum(tl.load(cnt_ptr + (r * NCK + cks) * 2 + 1, mask=before, other=0, cache_modifier=".cg"), axis=0)
-            for kb in range(CH // PAGE):
-                tt = c * CH + kb * PAGE + keys
-                valid = tt < rlen
-                u = order_key(tl.load(scores_ptr + r * SCOL + tt, mask=valid, other=0.0, cache_modifier=".cg"))
-                u = u.to(tl.int64)
-                is_above = valid & (u > thr)
-                is_at = valid & (u == thr)
-                rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
-                rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
-                take_at = is_at & (rank_at < need)
-                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
-                tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | take_at)
-                n_above += tl.sum(is_above.to(tl.int32), axis=0)
-                n_at += tl.sum(is_at.to(tl.int32), axis=0)
+        s0, s1 = slice_of(rlen, s, NSL, IBLK)
+        if s0 < s1:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            if rlen <= KTOP:
+                for t0 in tl.range(s0, s1, IBLK):
+                    tt = t0 + blk
+                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < s1, other=0)
+                    tl.store(topk_ptr + r * KTOP + tt, page * PAGE + tt % PAGE, mask=tt < s1)
+            else:
+                need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
+                before = sls < s
+                n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg"),
+                                 axis=0)
+                n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"),
+                              axis=0)
+                for t0 in tl.range(s0, s1, IBLK):
+                    tt = t0 + blk
+                    valid = tt < s1
+                    u = load_keys(scores_ptr + r * SCOL, tt, s1).to(tl.int64)
+                    is_above = valid & (u > thr)
+                    is_at = valid & (u == thr)
+                    rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
+                    rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
+                    take_at = is_at & (rank_at < need)
+                    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
+                    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | take_at)
+                    n_above += tl.sum(is_above.to(tl.int32), axis=0)
+                    n_at += tl.sum(is_at.to(tl.int32), axis=0)

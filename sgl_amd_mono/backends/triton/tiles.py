@@ -73,7 +73,15 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
-    index_chunk: int = 512  # indexer kinds: keys a scoring / selection task covers (a multiple of 64)
+    # indexer kinds: a row's key scan (scores, each radix digit, the counts, the list) is split into
+    # max(1, index_slices // rows) slices (rounded down to a power of two), a task each; a task's loop steps over
+    # index_block keys (a multiple of 64: whole index-K pages). wk and weights_proj run in ks_i split-K parts;
+    # wq_b in column tiles of bn_iq and ks_iq parts.
+    index_slices: int = 128
+    index_block: int = 128
+    ks_i: int = 16
+    bn_iq: int = 128
+    ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
@@ -142,6 +150,7 @@ class Tiles:
 
         return dataclasses.replace(
             self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
+            ks_i=ks(geo.hidden // 128, self.ks_i), ks_iq=ks(geo.q_lora // 128, self.ks_iq),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
@@ -160,6 +169,10 @@ class Tiles:
             raise ValueError(f"progs_per_sm {self.progs_per_sm} is not 1 or 2")
         if self.dn_parts < 1:
             raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
+        if self.index_block < 64 or self.index_block & (self.index_block - 1):
+            raise ValueError(f"index_block {self.index_block} is not a power of two >= 64 (whole index-K pages)")
+        if self.index_slices < 1:
+            raise ValueError(f"index_slices {self.index_slices} is not a positive count")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
 
     def for_programs(self, geo: Glm53Geometry, n_programs: int, *, tp: int, width: int) -> "Tiles":

@@ -73,7 +73,8 @@ class LayerDims:
     IH: int = 0  # index heads
     ID: int = 0  # index head dim (one fp8 group of 128 a head and a key)
     PMAX: int = 0  # 64-token pages a row's page table holds (the longest context a launch reads / 64)
-    CH: int = 0  # keys a scoring task covers (a multiple of 64)
+    NSL: int = 0  # slices a row's key scan splits into (a task each; a power of two)
+    IBLK: int = 0  # keys a key-scan loop step covers (a multiple of 64)
     k_norm_eps: float = 0.0  # the index key's LayerNorm epsilon
 
     # ---- derived ----
@@ -113,4 +114,11 @@ def layer_dims(geo: Glm53Geometry, *, tp: int, width: int, tiles: Any, n_program
         I=s.moe_inter, KTOP=geo.index_topk, NSPLIT=tiles.nsplit, MAXU=max_used_experts(geo, width), tiles=tiles,
         n_programs=n_programs, kv_dtype=kv_dtype, tp=tp, eps=geo.rms_eps, softmax_scale=geo.softmax_scale,
         routed_scaling=geo.routed_scaling, IH=geo.index_heads, ID=geo.index_dim, PMAX=cdiv(max_context, INDEX_PAGE),
-        CH=getattr(tiles, "index_chunk", 0), k_norm_eps=INDEX_K_NORM_EPS)
+        NSL=index_slices(getattr(tiles, "index_slices", 0), width), IBLK=getattr(tiles, "index_block", 0),
+        k_norm_eps=INDEX_K_NORM_EPS)
+
+
+def index_slices(aim: int, width: int) -> int:
+    """Slices a row's key scan splits into: the largest power of two <= aim / width (at least 1)."""
+    n = max(1, aim // max(1, width))
+    return 1 << (n.bit_length() - 1)

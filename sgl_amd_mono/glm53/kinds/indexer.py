@@ -4,16 +4,19 @@ the shared layers after it (`topk`).
 
 Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
-  qkv_a   + split-K parts of the index key wk (block FP8, on xq1) and of weights_proj (bf16, on xn1)
+  qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1) and of weights_proj (bf16, on xn1)
   latent  + task 2R: every row's index key: LayerNorm, interleaved rope on the first ROPE dims, the
             Hadamard rotation, ue8m0 fp8 quantization, written into the index-K cache at out_loc
-  q_b     + split-K parts of the index query wq_b (block FP8, on qlq)
-  absorb  + tasks [H*KVL/128, + R): row r's index query: rope, Hadamard, ue8m0 fp8 a head, and its head weights
-  score   (request, key chunk): scores of the request's rows over the chunk's cached keys (each key read once a
+  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq)
+  absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
+          head, and those heads' weights
+  score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
           request), and the first radix digit's histogram
-  sel1..3 (row, chunk): the next radix digit's histogram among the keys above the digits found so far
-  count   (row, chunk): keys above the threshold and equal to it; and every row's list filled with -1
-  emit    (row, chunk): the chunk's selected keys at their place in the row's list, as physical slots
+  sel1..3 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
+  count   (row, slice): keys above the threshold and equal to it; and every row's list filled with -1
+  emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
+A row's keys are split into NSL slices (`dims.index_slices`: the tiles' index_slices / rows, a power of two) of
+whole IBLK-key blocks; a request of N rows splits its keys into N x NSL slices.
 then attn (reading `topk`) and the rest as the shared kind.
 
 The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
@@ -38,9 +41,9 @@ RADIX_PASSES = 4  # 8-bit digits of a 32-bit key
 RADIX_BINS = 256
 
 
-def n_chunks(d) -> int:
-    """Key chunks a row's page table can hold (the selection's slices)."""
-    return cdiv(d.PMAX * INDEX_PAGE, d.CH)
+def index_query_heads(d) -> int:
+    """IQG: index heads one index-query task rotates and quantizes (16, fewer when the model has fewer)."""
+    return min(d.IH, 16)
 
 
 INDEX_INPUTS = (
@@ -65,16 +68,16 @@ INDEX_OUTPUTS = (B("topk", lambda d: (d.R, d.KTOP), "i32", "the selected physica
 
 INDEX_SCRATCH = (
     B("xn1", lambda d: (d.R, d.D), "bf16", "RMSNorm(res1): the indexer's x"),
-    B("ik_part", lambda d: (d.tiles.ks_a, d.R, d.ID), "f32", "wk parts"),
-    B("iw_part", lambda d: (d.tiles.ks_a, d.R, d.IH), "f32", "weights_proj parts"),
-    B("iq_part", lambda d: (d.tiles.ks_b, d.R, d.IH * d.ID), "f32", "wq_b parts"),
+    B("ik_part", lambda d: (d.tiles.ks_i, d.R, d.ID), "f32", "wk parts"),
+    B("iw_part", lambda d: (d.tiles.ks_i, d.R, d.IH), "f32", "weights_proj parts"),
+    B("iq_part", lambda d: (d.tiles.ks_iq, d.R, d.IH * d.ID), "f32", "wq_b parts"),
     B("iq", lambda d: (d.R, d.IH, d.ID), "fp8", "the index query, a ue8m0 group a head"),
     B("head_w", lambda d: (d.R, d.IH), "f32", "weights_proj x IH^-0.5 x q scale x ID^-0.5"),
-    B("scores", lambda d: (d.R, n_chunks(d) * d.CH), "f32", "a row's index scores in position order"),
+    B("scores", lambda d: (d.R, d.PMAX * INDEX_PAGE), "f32", "a row's index scores in position order"),
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
       for p in range(RADIX_PASSES)),
-    B("cnt", lambda d: (d.R, n_chunks(d), 2), "i32", "a chunk's keys above the threshold and equal to it"),
+    B("cnt", lambda d: (d.R, d.NSL, 2), "i32", "a slice's keys above the threshold and equal to it"),
 )
 
 
@@ -87,28 +90,28 @@ def _mla_rows(d, t: int) -> tuple[int, ...]:
 def _stages() -> tuple[StageDef, ...]:
     a = {s.name: s for s in halves.ATTN_STAGES}
     rep = dataclasses.replace
-    bound = lambda d: d.R * n_chunks(d)  # noqa: E731 (every row a whole page table: an upper bound)
+    bound = lambda d: d.R * d.NSL  # noqa: E731 (every row's slices: an upper bound)
     return (
         rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
-        rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + 2 * d.tiles.ks_a,
+        rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + 2 * d.tiles.ks_i,
             reads=(*a["qkv_a"].reads, "xn1", "wk", "wk_s", "weights_proj"), writes=("qkv_part", "ik_part", "iw_part")),
         rep(a["latent"], tasks=lambda d: 2 * d.R + 1, reads=(*a["latent"].reads, "ik_part", "k_norm_w", "k_norm_b"),
             writes=(*a["latent"].writes, "index_k_cache"), cache_rows=_mla_rows),
-        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_b) * d.tiles.ks_b,
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq,
             reads=(*a["q_b"].reads, "wq_b", "wq_b_s"), writes=("qb_part", "iq_part")),
-        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R,
+        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
-        StageDef("score", lambda d: d.R * n_chunks(d), ("iq", "head_w", "index_k_cache", "page_table", "lengths",
+        StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
                                                        "rows_per_req"), ("scores", "hist0"), is_bound=True,
-                 doc="(request, chunk): the request's rows' scores over the chunk's keys; digit 0's histogram"),
+                 doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         *(StageDef(f"sel{p}", bound, ("scores", "lengths", *(f"hist{q}" for q in range(p))), (f"hist{p}",),
-                   is_bound=True, doc=f"(row, chunk): digit {p}'s histogram under the digits found")
+                   is_bound=True, doc=f"(row, slice): digit {p}'s histogram under the digits found")
           for p in range(1, RADIX_PASSES)),
-        StageDef("count", lambda d: d.R * n_chunks(d) + d.R,
+        StageDef("count", lambda d: d.R * d.NSL + d.R,
                  ("scores", "lengths", *(f"hist{p}" for p in range(RADIX_PASSES))), ("cnt", "topk"), is_bound=True,
-                 doc="(row, chunk): keys above the threshold and at it; then (row): its list filled with -1"),
+                 doc="(row, slice): keys above the threshold and at it; then (row): its list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", *(f"hist{p}" for p in range(RADIX_PASSES))),
-                 ("topk",), is_bound=True, doc="(row, chunk): the chunk's selected keys in the row's list, as slots"),
+                 ("topk",), is_bound=True, doc="(row, slice): the slice's selected keys in the row's list, as slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
         a["w_uv"], a["o_proj"],
     )

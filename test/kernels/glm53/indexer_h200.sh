@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# One H200 run of the indexer kind beside the shared kind: precompile, check_layer --kind indexer (TP8 rows 1-8
-# at 8K, rows 1 and 8 at 128K, bf16; fp8 at rows 1 and 4; every control), check_topk (8K, 128K, 300K: every key
-# cache, a draft chain and several requests), time_layers of both kinds in one run (1/2/4/8 rows, 8K and 128K;
-# the indexer's with SGLang's per-op indexer path), and the shared kind's A/B against commit a6c80a3
-# (.carry/old). From the repo root with .whl carried; outputs flat under $OUT. PARTS picks: pre check topk time ab.
+# One H200 run of the indexer kind beside the shared kind. PARTS picks (default "pre check trace time topk"):
+#   pre    precompile every build the parts below use
+#   check  check_layer --kind indexer at TP8 rows 1 / 2 / 4 / 8, 8K, bf16 (every control)
+#   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 8 at 8K
+#   trace  per-stage traces at rows 1 / 8, 8K and 128K, a decode row a request
+#   time   time_layers of both kinds in one run (1 / 2 / 4 / 8 rows, 8K and 128K; the indexer's a decode row a
+#          request, with SGLang's per-op indexer path; then the checks' mixed shape)
+#   topk   check_topk at 8K, 128K and 300K (every key cache, a draft chain and several requests)
+#   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
+# From the repo root with .whl carried; outputs flat under $OUT.
 set -u
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check topk time}
+OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check trace time topk}
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/idx_summary.txt"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p /tmp/site
@@ -14,31 +19,45 @@ python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') fo
 G=test/kernels/glm53
 export PYTHONPATH="$PWD:$PWD/$G:/tmp/site:${PYTHONPATH:-}"
 if has pre; then
-  B=(); for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; done
-  B+=("|1|fp8|||||8192" "|4|fp8|||||8192" "|1|bf16||11||||8192")
-  for c in 8192 131072 300000; do B+=("|4|bf16|||||$c"); done; B+=("|8|bf16|||||300000")
-  S=(); for w in 1 2 4 8; do S+=("|$w|bf16"); done
-  timeout 200 python3 $G/precompile.py --kind indexer --jobs 11 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
-  timeout 200 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
+  B=(); S=()
+  for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
+  has trace && for w in 1 8; do for c in 8192 131072; do B+=("|$w|bf16|||1||$c"); done; done
+  has more && B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|4|fp8|||||8192" "|8|fp8|||||8192" "|1|bf16||||1|8192"
+                  "|8|bf16||||1|8192")
+  has topk && { for c in 8192 131072 300000; do B+=("|4|bf16|||||$c"); done; B+=("|8|bf16|||||300000"); }
+  timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
+  timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
   wait; el "precompile"
 fi
 if has check; then
   timeout 240 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 \
     > "$OUT/idx_check_tp8_8k.log" 2>&1; el "check indexer 8K rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 8 --contexts 131072 --kv bf16 --no-deadline \
-    > "$OUT/idx_check_tp8_128k.log" 2>&1; el "check indexer 128K rc=$?"
-  timeout 100 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 4 --contexts 8192 --kv fp8 --no-deadline \
-    > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
+fi
+if has trace; then
+  for c in 8192 131072; do
+    timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 8 --contexts $c --shape decode \
+      > "$OUT/idx_trace_$c.log" 2>&1; el "trace indexer $c rc=$?"
+  done
+fi
+if has time; then
+  timeout 240 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
+    --shape decode --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode, with per-op) rc=$?"
+  timeout 200 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+    --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
+  timeout 150 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
+    --no-perop --no-variants > "$OUT/idx_time_indexer_mixed.log" 2>&1; el "time indexer (mixed) rc=$?"
 fi
 if has topk; then
   timeout 300 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > "$OUT/idx_check_topk.log" 2>&1
   el "check_topk rc=$?"
 fi
-if has time; then
-  timeout 240 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
-    --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (with per-op) rc=$?"
-  timeout 200 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
-    --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
+if has more; then
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 8 --contexts 131072 --kv bf16 --no-deadline \
+    > "$OUT/idx_check_tp8_128k.log" 2>&1; el "check indexer 128K rc=$?"
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
+    > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 8 --contexts 8192 --kv bf16 --no-deadline \
+    > "$OUT/idx_check_tp1.log" 2>&1; el "check indexer TP1 rc=$?"
 fi
 if has ab; then
   OLD="$PWD/.carry/old:/tmp/site"

@@ -143,11 +143,19 @@ def _indexer_weights(geo, *, tp, seed, device, rank=0):
     return aw, ii.random_indexer_weights(geo, seed=seed + 1000, device=device), mw
 
 
-def indexer_requests(geo, *, width: int, context: int) -> tuple[int, list[int], int]:
-    """(rows a request, each request's context, pad rows) of an indexer step of `width` rows: one decode row; at
-    an even width requests of 2 rows (a draft chain), from 4 rows on with a pad request; at an odd width decode
-    rows of several requests. Contexts run from `context` down; from 3 requests on the last is a short one
-    (<= index_topk: every position in order)."""
+STEP_SHAPES = ("mixed", "decode")
+
+
+def indexer_requests(geo, *, width: int, context: int, shape: str = "mixed") -> tuple[int, list[int], int]:
+    """(rows a request, each request's context, pad rows) of an indexer step of `width` rows. shape "decode":
+    a decode row a request, every context `context` - 64 x its index (the targets' timing shape). shape "mixed"
+    (the checks'): one decode row; at an even width requests of 2 rows (a draft chain), from 4 rows on with a
+    pad request; at an odd width decode rows of several requests. Contexts run from `context` down; from 3
+    requests on the last is a short one (<= index_topk: every position in order)."""
+    if shape not in STEP_SHAPES:
+        raise ValueError(f"step shape {shape!r} is not one of {STEP_SHAPES}")
+    if shape == "decode":
+        return 1, [max(geo.index_topk + 1, context - 64 * b) for b in range(width)], 0
     if width == 1:
         return 1, [context], 0
     rpr = 2 if width % 2 == 0 else 1
@@ -159,8 +167,8 @@ def indexer_requests(geo, *, width: int, context: int) -> tuple[int, list[int], 
     return rpr, ctx, pad
 
 
-def _indexer_step(geo, *, width, context, kv_dtype, seed, device, keys="random"):
-    rpr, ctx, pad = indexer_requests(geo, width=width, context=context)
+def _indexer_step(geo, *, width, context, kv_dtype, seed, device, keys="random", shape="mixed"):
+    rpr, ctx, pad = indexer_requests(geo, width=width, context=context, shape=shape)
     return ii.random_index_step(geo, width=width, contexts=ctx, rows_per_req=rpr, max_context=max_context(context),
                                 kv_dtype=kv_dtype, seed=seed, device=device, pad_rows=pad, keys=keys)
 

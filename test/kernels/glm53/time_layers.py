@@ -63,30 +63,31 @@ def time_layers_us(L: Layers, steps, caches) -> float:
     return us
 
 
-def floor_bytes(kc, geo, tp, width, context, experts) -> float:
+def floor_bytes(kc, geo, tp, width, context, experts, shape="mixed") -> float:
     """The bytes a launch must read: its weights once, the KV rows its rows select, and for an indexer kind its
     index weights and every request's index keys once (`registry.indexer_requests`)."""
     if kc.name != "indexer":
         return geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts)["total"]
-    rpr, ctx, _ = registry.indexer_requests(geo, width=width, context=context)
+    rpr, ctx, _ = registry.indexer_requests(geo, width=width, context=context, shape=shape)
     keys = sum(c + rpr - 1 for c in ctx)  # a request's last row reads every key of the request
     b = geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts, is_indexer=True)
     return b["total"] + (keys - context) * INDEX_K_BYTES  # layer_bytes counts one request of `context` keys
 
 
-def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0):
+def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, context=8192, shape=None):
     """Per-stage start/work/sync/span (median over replays of the last layer's stamps), and the launch's
     µs with and without the stamps (the trace's own cost). skip_mask: stages emptied (timing only: the
     stages after read stale inputs), to see what a stage's time depends on."""
     from sgl_amd_mono.common import trace
 
     for w in widths:
-        st = kc.step(geo, width=w, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
+        st = kc.step(geo, width=w, context=context, kv_dtype=torch.bfloat16, seed=77, device="cuda", **(shape or {}))
         steps = [st] * N_LAYERS
         caches = step_caches(kc, [st]) * N_LAYERS
         us = {}
         for on in (False, True):
-            L = Layers(kc, geo, tp, w, weights, tiles=tiles, options=dict(trace=on, skip_mask=skip_mask))
+            L = Layers(kc, geo, tp, w, weights, tiles=tiles, options=dict(trace=on, skip_mask=skip_mask),
+                       context=context)
             us[on] = time_layers_us(L, steps, caches)
         tabs = []
         for _ in range(replays):
@@ -96,7 +97,7 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0):
         med = [{k: (sorted(t[i][k] for t in tabs)[len(tabs) // 2] if k != "stage" else tabs[0][i][k])
                 for k in tabs[0][i]} for i in range(len(tabs[0]))]
         skipped = f", stages {skip_mask:#x} emptied" if skip_mask else ""
-        print(f"\ntrace rows {w} ctx 8192{skipped}: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
+        print(f"\ntrace rows {w} ctx {context}{skipped}: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
               f"median of {replays} eager steps of the last of {N_LAYERS} layers", flush=True)
         print(trace.format_table(med), flush=True)
 
@@ -108,10 +109,12 @@ def main():
     p.add_argument("--widths", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--contexts", type=int, nargs="+", default=[8192, 131072])
     p.add_argument("--no-perop", action="store_true")
+    p.add_argument("--shape", default="mixed", choices=registry.STEP_SHAPES,
+                   help="indexer kinds: the timed steps' requests (decode: a row a request; mixed: as the checks)")
     p.add_argument("--stages-only", action="store_true",
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
     p.add_argument("--trace", type=int, nargs="*", default=None,
-                   help="only the per-stage table of a trace build (global-timer stamps) at these rows (default 1 8), ctx 8K")
+                   help="only the per-stage table of a trace build (global-timer stamps) at these rows (default 1 8), at the first of --contexts")
     p.add_argument("--skip", nargs="*", default=[],
                    help="with --trace: stages (names) to empty in the traced build (timing only, results invalid)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: Tiles())")
@@ -122,6 +125,7 @@ def main():
                    help="build variants (backends.triton.tiles.VARIANTS names) timed in the same run, one table each")
     args = p.parse_args()
     kc = registry.get(args.kind)
+    shape = {"shape": args.shape} if args.kind == "indexer" else {}
     table = kinds.get(args.kind).table
     stages = table.stage_names()
     bad = [n for n in args.skip if n not in stages]
@@ -144,7 +148,7 @@ def main():
         return
     if args.trace is not None:
         trace_tables(kc, geo, weights, tiles, args.tp, args.trace or [1, 8],
-                     skip_mask=sum(1 << stages.index(n) for n in args.skip))
+                     skip_mask=sum(1 << stages.index(n) for n in args.skip), context=args.contexts[0], shape=shape)
         return
     if args.stages_only:
         st = kc.step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
@@ -159,7 +163,7 @@ def main():
     oracle_done = False
     for ctx in args.contexts:
         for w in args.widths:
-            steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda")
+            steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda", **shape)
                      for i in range(N_LAYERS)]
             caches = step_caches(kc, steps)
             var_us, L = {}, None
@@ -174,7 +178,7 @@ def main():
                     var_us[vname] = float("nan")
                     print(f"ctx {ctx} rows {w} variant {vname}: FAILED (see traceback)", flush=True)
             experts = L.experts(steps, caches)
-            floor_b = floor_bytes(kc, geo, args.tp, w, ctx, experts)
+            floor_b = floor_bytes(kc, geo, args.tp, w, ctx, experts, **shape)
             floor_us = floor_b / bw * 1e6
             perop_us = float("nan")
             if not args.no_perop and kc.per_op is None:
