@@ -41,7 +41,7 @@ def tiles_of(spec: str) -> Tiles:
     """The case's tiles; indexer kinds select over chunks of 128 keys here (3 of the 300-key contexts)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
-    tiles = Tiles(index_slices=4, index_block=64).for_target(target)
+    tiles = Tiles(index_slices=4, index_block=64, index_scan=128).for_target(target)
     return tiles.with_spec(",".join(p for p in parts if not p.startswith("target=")))
 
 

@@ -23,10 +23,12 @@ from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 def constexprs(d: LayerDims) -> dict:
     """The shared kind's constexprs and the indexer's sizes (IH index heads, ID their dim, PMAX pages a
-    row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scan step covers, IQG heads
+    row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scoring step covers, ISCAN
+    keys a selection step covers, IQG heads
     an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
+            "ISCAN": t.index_scan,
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "BN_IQ": t.bn_iq, "KS_IQ": t.ks_iq}
 
 
@@ -64,7 +66,7 @@ def indexer_layer_kernel(
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
     IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-    IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+    ISCAN: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -114,11 +116,11 @@ def indexer_layer_kernel(
     attn_half.latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, ql_ptr, qlq_ptr, qls_ptr,
                      kv_cache_ptr, stride_kv_cache, eps, pid, ok, task_count_ptr, S_LATENT, 2 * R, R, QL, KVL, ROPE,
                      KS_A, NPROG, SKIP_MASK, COUNT_TASKS)
-    if pid == (2 * R) % NPROG:  # the index keys: the stage's last task
-        if live_tasks(1, ok, S_LATENT, SKIP_MASK) != 0:
-            count_task(task_count_ptr, S_LATENT, COUNT_TASKS)
-            index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                             stride_index_k_cache, k_norm_eps, R, ID, ROPE, KS_I)
+    for r in tl.range((pid - (2 * R) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_LATENT, SKIP_MASK), NPROG,
+                      num_stages=1):  # the index keys, a task a row: the stage's tasks after the latents'
+        count_task(task_count_ptr, S_LATENT, COUNT_TASKS)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -147,27 +149,28 @@ def indexer_layer_kernel(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
-                       COUNT_TASKS)
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+                       SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
-                       COUNT_TASKS)
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+                       SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
-                       COUNT_TASKS)
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+                       SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK, COUNT_TASKS)
+                launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG, SKIP_MASK,
+                COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
-               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK,
-               COUNT_TASKS)
+               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+               SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

@@ -6,7 +6,9 @@ uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (8 bi
 histogram is accumulated over the row's slices with integer atomics (exact, so the same bits every run),
 into hist_p[epoch % 2]; the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers.
 Every program re-derives the digits found so far from the histograms (`radix_prefix`), so no stage of its
-own publishes them. Lengths are clamped to the page table's PMAX * 64 keys; a longer row writes the error
+own publishes them. A row's keys are split into slices of whole IBLK blocks, a task each; the selection's tasks scan their
+slice ISCAN keys a step, loading the next step's scores before they use this one's. Lengths are clamped to the
+page table's PMAX * 64 keys; a longer row writes the error
 word (`sync.report_input`) and reads nothing past its page table.
 """
 
@@ -88,27 +90,29 @@ def rope_pairs(e, o, cos_ptr, ROPE: tl.constexpr, HALF: tl.constexpr):
 
 @triton.jit
 def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-               stride_index_k_cache, k_norm_eps, R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr,
+               stride_index_k_cache, k_norm_eps, r, R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr,
                KS_I: tl.constexpr):
-    """Every row's index key (one task): k = bf16(sum of wk parts); LayerNorm (f32, weight and bias); rope on
+    """Row r's index key (a task a row): k = bf16(sum of wk parts); LayerNorm (f32, weight and bias); rope on
     the first ROPE dims (interleaved); Hadamard; ue8m0 fp8; written at out_loc into the index-K cache's page
-    layout: a page's 64 keys of ID fp8 bytes, then its 64 f32 scales. Held as even / odd dims [16, ID / 2]."""
+    layout: a page's 64 keys of ID fp8 bytes, then its 64 f32 scales. Held as even / odd dims [16, ID / 2]
+    (the row's place in a 16-row tile, the other rows masked)."""
     HALF: tl.constexpr = ID // 2
     rows = tl.arange(0, 16)
-    rmask = rows < R
+    rmask = rows == r
     i = tl.arange(0, HALF)
     base = rows[:, None] * ID + 2 * i[None, :]
     e = to_bf16(sum_parts(ik_part_ptr, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
     o = to_bf16(sum_parts(ik_part_ptr + 1, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
+    w_e, w_o = tl.load(k_norm_w_ptr + 2 * i), tl.load(k_norm_w_ptr + 2 * i + 1)
+    b_e, b_o = tl.load(k_norm_b_ptr + 2 * i), tl.load(k_norm_b_ptr + 2 * i + 1)
+    slot = tl.load(out_loc_ptr + rows, mask=rows < R, other=0).to(tl.int64)
     mean = (tl.sum(e, axis=1) + tl.sum(o, axis=1)) / ID
     ec, oc = e - mean[:, None], o - mean[:, None]
     rstd = tl.math.rsqrt((tl.sum(ec * ec, axis=1) + tl.sum(oc * oc, axis=1)) / ID + k_norm_eps)
-    e = to_bf16(ec * rstd[:, None] * tl.load(k_norm_w_ptr + 2 * i)[None, :] + tl.load(k_norm_b_ptr + 2 * i)[None, :])
-    o = to_bf16(oc * rstd[:, None] * tl.load(k_norm_w_ptr + 2 * i + 1)[None, :]
-                + tl.load(k_norm_b_ptr + 2 * i + 1)[None, :])
+    e = to_bf16(ec * rstd[:, None] * w_e[None, :] + b_e[None, :])
+    o = to_bf16(oc * rstd[:, None] * w_o[None, :] + b_o[None, :])
     k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos_sin_ptr + rows[:, None] * ROPE, ROPE, HALF)
     kq, ks = ue8m0_quant(to_bf16(hadamard(k, ID)).to(tl.float32))
-    slot = tl.load(out_loc_ptr + rows, mask=rmask, other=0).to(tl.int64)
     # pad rows all write slot 0: only the last row writing a slot writes it (the same bits every run)
     later = (slot[None, :] == slot[:, None]) & (rows[None, :] > rows[:, None]) & (rows[None, :] < R)
     write = rmask & (tl.sum(later.to(tl.int32), axis=1) == 0)
@@ -130,13 +134,13 @@ def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g,
     i = tl.arange(0, HALF)
     base = heads[:, None] * ID + 2 * i[None, :]
     part = iq_part_ptr + r * (IH * ID)
+    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_I)).to(tl.float32)
     e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, ROPE, HALF)
     qq, qs = ue8m0_quant(to_bf16(hadamard(q, ID)).to(tl.float32))
     dims = tl.arange(0, ID)
     tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq)
-    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_I)).to(tl.float32)
     tl.store(head_w_ptr + r * IH + heads, w_raw * (IH ** -0.5) * qs * (ID ** -0.5))
 
 
@@ -169,9 +173,9 @@ def slice_of(n, s, n_slices, IBLK: tl.constexpr):
 
 
 @triton.jit
-def load_keys(scores_ptr, tt, end):
-    """Order keys of the scores at positions tt [IBLK] below end (0 elsewhere, masked out by the callers)."""
-    return order_key(tl.load(scores_ptr + tt, mask=tt < end, other=0.0, cache_modifier=".cg"))
+def load_scores(scores_ptr, tt, end):
+    """A row's scores at positions tt below end (0.0 elsewhere, masked out by the callers), from L2."""
+    return tl.load(scores_ptr + tt, mask=tt < end, other=0.0, cache_modifier=".cg")
 
 
 @triton.jit
@@ -249,40 +253,54 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
         if blen > KTOP:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
-            for t0 in tl.range(s0, s1, IBLK):
+            pt = page_table_ptr + r0 * PMAX
+            # one block ahead: the next block's keys load while this one's are scored, and the page ids of the
+            # block after that while those keys load (no wait on a load before the dots but the keys' own)
+            tn = s0 + blk
+            page = tl.load(pt + tn // PAGE, mask=tn < s1, other=0)
+            k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+            page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
+            h = tl.zeros((16, BINS), dtype=tl.int32)  # digit 0's histogram of each of the request's rows
+            for t0 in tl.range(s0, s1, IBLK, num_stages=1):  # prefetched by hand
                 tt = t0 + blk
-                valid = tt < s1
-                page = tl.load(page_table_ptr + r0 * PMAX + tt // PAGE, mask=valid, other=0).to(tl.int64)
-                pbase = index_k_cache_ptr + page * stride_index_k_cache
-                k = tl.load(pbase[:, None] + (tt % PAGE)[:, None] * KEY_BYTES + dims[None, :], mask=valid[:, None],
-                            other=0).to(tl.float8e4nv, bitcast=True)
-                ks = tl.load((pbase + PAGE * KEY_BYTES + (tt % PAGE) * 4).to(tl.pointer_type(tl.float32)),
-                             mask=valid, other=0.0)
+                tn = tt + IBLK
+                k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+                page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
                 for j in range(0, nrows):
                     r = r0 + j
                     q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
                     hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
                     dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
-                    s = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
-                    tl.store(scores_ptr + r * SCOL + tt, s, mask=valid)
-            tl.debug_barrier()  # this task's scores stored before its threads read them back
+                    sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+                    tl.store(scores_ptr + r * SCOL + tt, sc, mask=tt < s1)
+                    rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
+                    hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < s1) & (tt < rlen))
+                    h += tl.where(rows[:, None] == j, hj[None, :], 0)
+                k, ks = k_next, ks_next
             for j in range(0, nrows):
                 r = r0 + j
-                rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
-                if rlen > KTOP:
-                    end = tl.minimum(s1, rlen)
-                    h = tl.zeros((BINS,), dtype=tl.int32)
-                    for t0 in tl.range(s0, end, IBLK):
-                        tt = t0 + blk
-                        u = load_keys(scores_ptr + r * SCOL, tt, end)
-                        h += tl.histogram((u >> 24).to(tl.int32), BINS, mask=tt < end)
-                    tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+                if tl.sum(tl.where(rows == r, lens, 0), axis=0) > KTOP:
+                    hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
+                    tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, hj, mask=hj > 0, sem="relaxed")
+
+
+@triton.jit
+def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
+    """The cached index keys at positions tt [IBLK] below end (fp8 [IBLK, ID]) and their scales (f32 [IBLK]),
+    from their pages' ids `page` (0 past end: nothing read there)."""
+    pbase = index_k_cache_ptr + page.to(tl.int64) * stride_index_k_cache
+    valid = tt < end
+    k = tl.load(pbase[:, None] + (tt % PAGE)[:, None] * KEY_BYTES + dims[None, :], mask=valid[:, None],
+                other=0).to(tl.float8e4nv, bitcast=True)
+    ks = tl.load((pbase + PAGE * KEY_BYTES + (tt % PAGE) * 4).to(tl.pointer_type(tl.float32)), mask=valid, other=0.0)
+    return k, ks
 
 
 @triton.jit
 def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, err_ptr,
                  launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-                 KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr,
+                 KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
+                 NPROG: tl.constexpr,
                  SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (row r, slice) of the rows past KTOP keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the
     slice's keys whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
@@ -291,7 +309,7 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
-    blk = tl.arange(0, IBLK)
+    blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -301,18 +319,21 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
             h = tl.zeros((BINS,), dtype=tl.int32)
-            for t0 in tl.range(s0, s1, IBLK):
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
-                u = load_keys(scores_ptr + r * SCOL, tt, s1)
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                u = order_key(x)
                 hit = (tt < s1) & ((u >> (32 - 8 * P)).to(tl.int64) == prefix)
                 h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                x = x_next
             tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
 
 
 @triton.jit
 def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
           epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+          NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
           COUNT_TASKS: tl.constexpr):
     """Tasks (row r, slice s) of the rows past KTOP keys: the slice's keys above the threshold key and equal to
     it, at cnt[r, s]. Then R tasks on the last programs: row r's list filled with -1 (emit writes over it)."""
@@ -320,7 +341,7 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     live = ok * (1 - ((SKIP_MASK >> S) & 1))
-    blk = tl.arange(0, IBLK)
+    blk = tl.arange(0, ISCAN)
     for t in tl.range(pid, R * NSL * live, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
@@ -330,11 +351,14 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
             _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
             above = rlen * 0
             at = rlen * 0
-            for t0 in tl.range(s0, s1, IBLK):
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
-                u = load_keys(scores_ptr + r * SCOL, tt, s1).to(tl.int64)
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                u = order_key(x).to(tl.int64)
                 above += tl.sum(((tt < s1) & (u > thr)).to(tl.int32), axis=0)
                 at += tl.sum(((tt < s1) & (u == thr)).to(tl.int32), axis=0)
+                x = x_next
             tl.store(cnt_ptr + t * 2, above)
             tl.store(cnt_ptr + t * 2 + 1, at)
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
@@ -347,7 +371,8 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
 @triton.jit
 def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
          err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr,
+         SKIP_MASK: tl.constexpr,
          COUNT_TASKS: tl.constexpr):
     """Task (row r, slice s) of every row's keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64. A row of L <= KTOP keys: position t at entry t. A longer row: its keys
@@ -357,7 +382,7 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
-    blk = tl.arange(0, IBLK)
+    blk = tl.arange(0, ISCAN)
     sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -367,7 +392,7 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
         if s0 < s1:
             count_task(task_count_ptr, S, COUNT_TASKS)
             if rlen <= KTOP:
-                for t0 in tl.range(s0, s1, IBLK):
+                for t0 in tl.range(s0, s1, ISCAN):
                     tt = t0 + blk
                     page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < s1, other=0)
                     tl.store(topk_ptr + r * KTOP + tt, page * PAGE + tt % PAGE, mask=tt < s1)
@@ -378,17 +403,20 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
                                  axis=0)
                 n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"),
                               axis=0)
-                for t0 in tl.range(s0, s1, IBLK):
+                x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+                for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
                     valid = tt < s1
-                    u = load_keys(scores_ptr + r * SCOL, tt, s1).to(tl.int64)
+                    x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
+                    u = order_key(x).to(tl.int64)
+                    x = x_next
                     is_above = valid & (u > thr)
                     is_at = valid & (u == thr)
                     rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
                     rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
                     take_at = is_at & (rank_at < need)
                     dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
                     tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | take_at)
                     n_above += tl.sum(is_above.to(tl.int32), axis=0)
                     n_at += tl.sum(is_at.to(tl.int32), axis=0)

@@ -75,10 +75,11 @@ class Tiles:
     stages: int = 4
     # indexer kinds: a row's key scan (scores, each radix digit, the counts, the list) is split into
     # max(1, index_slices // rows) slices (rounded down to a power of two), a task each; a task's loop steps over
-    # index_block keys (a multiple of 64: whole index-K pages). wk and weights_proj run in ks_i split-K parts;
-    # wq_b in column tiles of bn_iq and ks_iq parts.
+    # index_block keys (a multiple of 64: whole index-K pages) when scoring, index_scan keys when selecting. wk and
+    # weights_proj run in ks_i split-K parts; wq_b in column tiles of bn_iq and ks_iq parts.
     index_slices: int = 128
     index_block: int = 128
+    index_scan: int = 512
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
@@ -171,6 +172,8 @@ class Tiles:
             raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
         if self.index_block < 64 or self.index_block & (self.index_block - 1):
             raise ValueError(f"index_block {self.index_block} is not a power of two >= 64 (whole index-K pages)")
+        if self.index_scan < 64 or self.index_scan & (self.index_scan - 1):
+            raise ValueError(f"index_scan {self.index_scan} is not a power of two >= 64")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)

@@ -150,7 +150,7 @@ def main():
     geo = li.tiny_geometry() if cpu else li.glm53_geometry()
     tp = 1 if cpu else args.tp
     contexts = args.contexts or ([300] if cpu else [8192, 131072, 300000])
-    tiles = Tiles(index_slices=4, index_block=64) if cpu else Tiles()
+    tiles = Tiles(index_slices=4, index_block=64, index_scan=128) if cpu else Tiles()
     bounds = indexer_kind.TOPK_BOUNDS_INTERP if cpu else indexer_kind.TOPK_BOUNDS_GPU
     kc = registry.get("indexer")
     weights = kc.weights(geo, tp=tp, seed=7, device=args.device)

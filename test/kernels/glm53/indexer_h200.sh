@@ -3,9 +3,10 @@
 #   pre    precompile every build the parts below use
 #   check  check_layer --kind indexer at TP8 rows 1 / 2 / 4 / 8, 8K, bf16 (every control)
 #   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 8 at 8K
-#   trace  per-stage traces at rows 1 / 8, 8K and 128K, a decode row a request
+#   trace  per-stage traces at rows 1 / 8 at 8K, 1 at 128K, a decode row a request; then at 8K rows 1 / 8 for each
+#          tile spec in $SPECS (';'-separated, e.g. 'bn_iq=64,ks_iq=2;index_scan=256')
 #   time   time_layers of both kinds in one run (1 / 2 / 4 / 8 rows, 8K and 128K; the indexer's a decode row a
-#          request, with SGLang's per-op indexer path; then the checks' mixed shape)
+#          request, with SGLang's per-op indexer path)
 #   topk   check_topk at 8K, 128K and 300K (every key cache, a draft chain and several requests)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
 # From the repo root with .whl carried; outputs flat under $OUT.
@@ -21,7 +22,9 @@ export PYTHONPATH="$PWD:$PWD/$G:/tmp/site:${PYTHONPATH:-}"
 if has pre; then
   B=(); S=()
   for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
-  has trace && for w in 1 8; do for c in 8192 131072; do B+=("|$w|bf16|||1||$c"); done; done
+  IFS=';' read -r -a SP <<< "${SPECS:-}"
+  has trace && { B+=("|1|bf16|||1||8192" "|8|bf16|||1||8192" "|1|bf16|||1||131072");
+                 for s in "${SP[@]}"; do B+=("$s|1|bf16|||1||8192" "$s|8|bf16|||1||8192"); done; }
   has more && B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|4|fp8|||||8192" "|8|fp8|||||8192" "|1|bf16||||1|8192"
                   "|8|bf16||||1|8192")
   has topk && { for c in 8192 131072 300000; do B+=("|4|bf16|||||$c"); done; B+=("|8|bf16|||||300000"); }
@@ -34,9 +37,14 @@ if has check; then
     > "$OUT/idx_check_tp8_8k.log" 2>&1; el "check indexer 8K rc=$?"
 fi
 if has trace; then
-  for c in 8192 131072; do
-    timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 8 --contexts $c --shape decode \
-      > "$OUT/idx_trace_$c.log" 2>&1; el "trace indexer $c rc=$?"
+  timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 8 --contexts 8192 --shape decode \
+    > "$OUT/idx_trace_8192.log" 2>&1; el "trace indexer 8K rc=$?"
+  timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 --contexts 131072 --shape decode \
+    > "$OUT/idx_trace_131072.log" 2>&1; el "trace indexer 128K rc=$?"
+  IFS=';' read -r -a SP <<< "${SPECS:-}"
+  i=0; for s in "${SP[@]}"; do
+    timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 8 --contexts 8192 --shape decode \
+      --tiles "$s" > "$OUT/idx_trace_spec$i.log" 2>&1; el "trace indexer 8K '$s' rc=$?"; i=$((i + 1))
   done
 fi
 if has time; then
@@ -44,8 +52,6 @@ if has time; then
     --shape decode --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode, with per-op) rc=$?"
   timeout 200 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
     --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
-  timeout 150 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
-    --no-perop --no-variants > "$OUT/idx_time_indexer_mixed.log" 2>&1; el "time indexer (mixed) rc=$?"
 fi
 if has topk; then
   timeout 300 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > "$OUT/idx_check_topk.log" 2>&1

@@ -163,8 +163,10 @@ def main():
     oracle_done = False
     for ctx in args.contexts:
         for w in args.widths:
+            # the indexer's steps are big (every request's whole cache): one step, a copy of its caches a layer
+            n_steps = 1 if kc.name == "indexer" else N_LAYERS
             steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda", **shape)
-                     for i in range(N_LAYERS)]
+                     for i in range(n_steps)] * (N_LAYERS // n_steps)
             caches = step_caches(kc, steps)
             var_us, L = {}, None
             for vname, vt in variants:
