@@ -76,7 +76,10 @@ class Tiles:
     # indexer kinds: a row's key scan (scores, each radix digit, the counts, the list) is split into
     # max(1, index_slices // rows) slices (rounded down to a power of two), a task each; a task's loop steps over
     # index_block keys (a multiple of 64: whole index-K pages) when scoring, index_scan keys when selecting. wk and
-    # weights_proj run in ks_i split-K parts; wq_b in column tiles of bn_iq and ks_iq parts.
+    # weights_proj run in ks_i split-K parts; wq_b in column tiles of bn_iq and ks_iq parts. H200 traces at TP8 8K,
+    # rows 1 / 8 (results/indexer2_h200_trace_8k*): ks_i 6 149.5 / 229.5 us vs 16 149.0 / 228.6; bn_iq 64 with
+    # ks_iq 2 149.0 / 225.9; bn_iq 128 with ks_iq 1 152.8 / 231.8 (q_b 15.4 us); index_scan 256 146.2 / 225.8:
+    # single traces, within their noise but the last-but-one; none taken.
     index_slices: int = 128
     index_block: int = 128
     index_scan: int = 512
