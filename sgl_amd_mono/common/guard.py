@@ -19,7 +19,9 @@ ERR_FIELDS = ("flag", "launch", "stage", "program", "waited_on", "seen", "target
 ERR_WORDS = len(ERR_FIELDS)
 ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
 ERR_INPUT = 0x1BAD  # err[0] once a step input was found that the launch cannot serve (the first error wins)
-# For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed.
+ERR_INVARIANT = 0x1DEA  # err[0] once a launch found its own state inconsistent (a bug, not the input's fault)
+# For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed; for
+# ERR_INVARIANT the same (the row whose value broke the invariant, the value, the limit it passed).
 
 # A spin-count bound is the portable deadline (Triton's interpreter, HIP, CUDA): one poll of a
 # readiness word is an L2 round trip, >= ~0.5 us on H200 (shared/examples/sync_probe.py: 0.5 us a
@@ -72,6 +74,10 @@ class ErrorWord:
             return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found step row "
                     f"{self.waited_on}'s length {self.seen} past the {self.target} keys its page table holds "
                     f"(read as {self.target})")
+        if self.flag == ERR_INVARIANT:
+            return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found row "
+                    f"{self.waited_on}'s value {self.seen} past its limit {self.target} (a launch bug; the "
+                    f"writes past the limit were dropped)")
         return (
             f"launch {launch}: program {self.program} in stage {sname(self.stage)} missed its deadline "
             f"waiting on stage {sname(self.waited_on)} (counter {self.seen}, target {self.target}, epoch {self.epoch})"
@@ -90,5 +96,6 @@ def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:
     """Raise RuntimeError naming where a deadline was missed or a bad step input was found, if one was."""
     e = read_error(err)
     if e is not None:
-        what = "bad step input" if e.flag == ERR_INPUT else "device deadline missed"
+        what = {ERR_INPUT: "bad step input", ERR_INVARIANT: "launch invariant broken"}.get(e.flag,
+                                                                                       "device deadline missed")
         raise RuntimeError(f"{what}: " + e.describe(launch_names, stage_names))

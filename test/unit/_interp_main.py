@@ -67,12 +67,15 @@ def short_of_wrap(plan) -> None:
 def special(kind: str, case: str) -> None:
     """deadline: a planted missing arrival at attn must end the launch with the error word (exit 1).
     ties: a zero gate ties every score; the lowest id must win. wrap: the sync words one launch short of
-    int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught."""
+    int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught.
+    nan: a NaN input row routes to experts 0.. (NaN ranks as -inf) and leaves the other rows' bits.
+    invariant (indexer kinds): a corrupted histogram; the list's writes past its row must be dropped and the
+    error word must name the stage and the row."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
-    width = 2 if case == "ties" else 1
+    width = 2 if case in ("ties", "nan") else 1
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
-    opts = LaunchOptions(placement="sequential")
+    opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case == "deadline":
         opts = LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=kinds.get(kind).table.stage_id("attn"))
     if case == "ties":  # a zero gate: every score 0.5; expert 11 alone gets a bias, the rest tie for 2nd
@@ -84,6 +87,30 @@ def special(kind: str, case: str) -> None:
     res = {}
     if case == "wrap":
         short_of_wrap(plan)
+    if case == "nan":  # row 0's hidden all NaN: its router ranks NaN as -inf; row 1 must keep its bits
+        clean = plan.run(layer, dict(vars(step), kv_cache=step.kv_cache.clone()))
+        clean = {k: v.clone() for k, v in clean.items()}
+        hidden = step.hidden.clone()
+        hidden[0] = float("nan")
+        out = plan.run(layer, dict(vars(step), hidden=hidden, kv_cache=step.kv_cache.clone()))
+        plan.check_error()
+        res["nan_ids"] = out["expert_ids"][0].tolist()
+        res["nan_row1_same"] = all(torch.equal(out[k][1:], clean[k][1:]) for k in ("out", "expert_ids", "o"))
+        print(json.dumps(res))
+        return
+    if case == "invariant":  # this launch's digit-0 histogram preloaded with -KTOP a bin: its threshold falls
+        parity = (plan.sync.epoch + 1) & 1  # below every key, so more keys than KTOP rank above it
+        plan.scratch["hist0"][parity] -= geo.index_topk
+        caches = {n: c.clone() for n, c in kc.caches(step).items()}
+        out = plan.run(layer, {**vars(step), **caches})
+        try:
+            plan.check_error()
+            res["invariant_error"] = ""
+        except RuntimeError as e:
+            res["invariant_error"] = str(e)
+        res["topk_in_range"] = bool(((out["topk"] >= -1) & (out["topk"] < caches["kv_cache"].shape[0])).all())
+        print(json.dumps(res))
+        return
     out = plan.run(layer, dict(vars(step), kv_cache=step.kv_cache.clone()))
     plan.check_error()  # deadline: raises, naming the stage
     if case == "ties":  # the lowest id wins a tie (an arg-max loop's order): ids [11, 0, shared]
@@ -106,7 +133,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "ties", "wrap"):
+    if case in ("deadline", "ties", "wrap", "invariant", "nan"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

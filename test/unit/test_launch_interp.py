@@ -91,3 +91,24 @@ def test_sync_words_wrap():
     assert res["digests"] == w1
     assert res["epoch"] == -2**31
     assert res["wrap_missed_arrival_caught"] is True
+
+
+def test_selection_invariant_reports_and_drops():
+    """The indexer's digit-0 histogram corrupted before a launch (-KTOP in every bin): the threshold it finds
+    is below every key, so its emit stage would place entries past the row's top-k. It must drop those writes
+    and write the error word (ERR_INVARIANT), which the host raises naming the stage and the row."""
+    r, res = _run("indexer", "invariant")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert res["invariant_error"].startswith("launch invariant broken: "), res
+    assert "in stage emit found row 0's value" in res["invariant_error"], res
+    assert res["topk_in_range"] is True
+
+
+def test_nan_row_routes_in_range():
+    """A NaN input row: its router ranks every NaN score as -inf, so it picks experts 0.. (exactly TOPK) and
+    the used-expert lists stay within their buffers (ranked as the largest, every expert would be picked and
+    the lists overrun: under the interpreter, a heap corruption). The other row keeps its bits."""
+    r, res = _run("shared", "nan")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert res["nan_ids"] == [0, 1, 16], res  # the tiny geometry: top-2 of 16 routed experts, then the fused one
+    assert res["nan_row1_same"] is True

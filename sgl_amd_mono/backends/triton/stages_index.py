@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_attention import rope_vals
-from sgl_amd_mono.backends.triton.sync import count_task, report_input
+from sgl_amd_mono.backends.triton.sync import count_task, report_input, report_invariant
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS, RADIX_DIGITS
 
@@ -386,7 +386,9 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
     """Task (row r, slice s) of every row's keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64. A row of L <= KTOP keys: position t at entry t. A longer row: its keys
     above the threshold at entries [above before the slice + rank in the slice), then its keys at the
-    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout)."""
+    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout).
+    An entry that would land outside the row's list (the counts and the threshold disagree: a bug) is dropped
+    and the error word written (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
@@ -426,6 +428,12 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
                     rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
                     take_at = is_at & (rank_at < need)
                     dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | take_at)
+                    put = is_above | take_at
+                    oob = put & ((dest < 0) | (dest >= KTOP))
+                    if tl.sum(oob.to(tl.int32), axis=0) > 0:  # counts and threshold disagree: never write past
+                        report_invariant(err_ptr, launch_id, S, pid, r,  # the row's list
+                                         tl.max(tl.where(oob, tl.abs(dest), 0), axis=0), KTOP)
+                    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
+                             mask=put & (dest >= 0) & (dest < KTOP))
                     n_above += tl.sum(is_above.to(tl.int32), axis=0)
                     n_at += tl.sum(is_at.to(tl.int32), axis=0)

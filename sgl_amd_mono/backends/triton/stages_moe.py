@@ -69,7 +69,9 @@ def route_chunk(lg_part_ptr, bias_ptr, expert_ids_ptr, rw_ptr, r, c, R: tl.const
     ex = tl.arange(0, E_PAD)
     em = ex < E
     score = tl.sigmoid(sum_parts(lg_part_ptr + r * E, R * E, ex, em, KS_G))
-    choice = tl.where(em, score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
+    # a NaN score (a NaN input row) ranks as -inf: still exactly TOPK picks a row, never more used experts
+    # than the buffers hold (the same bits for every finite score)
+    choice = tl.where(em & (score == score), score + tl.load(bias_ptr + ex, mask=em, other=0.0), float("-inf"))
     ei = c * RC + tl.arange(0, RC)
     pick = tl.arange(0, NC)[:, None] == c
     ci = tl.sum(tl.where(pick, tl.reshape(choice, (NC, RC)), 0.0), axis=0)  # exact: x + 0.0

@@ -21,6 +21,7 @@ from sgl_amd_mono.common import guard
 
 ERR_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FLAG)
 ERR_INPUT: tl.constexpr = tl.constexpr(guard.ERR_INPUT)
+ERR_INVARIANT: tl.constexpr = tl.constexpr(guard.ERR_INVARIANT)
 _E_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("flag"))
 _E_LAUNCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("launch"))
 _E_STAGE: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("stage"))
@@ -102,8 +103,21 @@ def report_input(err_ptr, launch_id, stage, pid, row, value, limit):
     """A step input the launch cannot serve (row's `value` past `limit`): the first error of the launch writes
     the error word (ERR_INPUT: the stage, the row, the value, the limit); every wait then stops, so the
     launch drains, and the host raises naming them. The caller reads the value clamped to the limit."""
+    report_error(err_ptr, ERR_INPUT, launch_id, stage, pid, row, value, limit)
+
+
+@triton.jit
+def report_invariant(err_ptr, launch_id, stage, pid, row, value, limit):
+    """The launch's own state broke an invariant (row's `value` past `limit`, e.g. a list entry past its row's
+    top-k): the error word as report_input's, flagged ERR_INVARIANT. The caller drops the writes past it."""
+    report_error(err_ptr, ERR_INVARIANT, launch_id, stage, pid, row, value, limit)
+
+
+@triton.jit
+def report_error(err_ptr, FLAG: tl.constexpr, launch_id, stage, pid, row, value, limit):
+    """The first error of the launch writes the error word (FLAG and its fields); later ones change nothing."""
     z = (value * 0).to(tl.int64)
-    first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + ERR_INPUT, sem="acq_rel")
+    first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + FLAG, sem="acq_rel")
     if first == 0:
         tl.store(err_ptr + _E_LAUNCH, (z + launch_id).to(tl.int64))
         tl.store(err_ptr + _E_STAGE, (z + stage).to(tl.int64))
