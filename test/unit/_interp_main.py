@@ -38,7 +38,8 @@ CASES = {
 
 
 def tiles_of(spec: str) -> Tiles:
-    """The case's tiles; indexer kinds select over chunks of 128 keys here (3 of the 300-key contexts)."""
+    """The case's tiles; indexer kinds split a row's keys into 4 / rows slices of 64-key blocks here, scanned
+    128 keys a step (several slices, blocks and steps over the 300-key contexts)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
     tiles = Tiles(index_slices=4, index_block=64, index_scan=128).for_target(target)

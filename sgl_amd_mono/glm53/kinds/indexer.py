@@ -158,8 +158,8 @@ BOUNDS_GPU = {
     "indexer.topk.missed": 0.02,
 }
 
-# Under Triton's interpreter (test/unit/test_launch_interp.py, tiny geometry, TP1, 300-key contexts in chunks of
-# 128): every case bitwise equal to the oracle (layer.indexer_layer) but the routing weights' one f32 step, and
+# Under Triton's interpreter (test/unit/test_launch_interp.py, tiny geometry, TP1, 300-key contexts in slices of
+# 64-key blocks): every case bitwise equal to the oracle (layer.indexer_layer) but the routing weights' one f32 step, and
 # the list the oracle's set; so every bound is exact. The planted controls (the registry's weights controls at
 # once: o >= 0.74, residual_out >= 0.1, out >= 0.54, cosine <= 0.9, kv >= 0.18, weights >= 0.029, ids >= 7,
 # index_k >= 4.2, topk_missed >= 0.52; and the list's own: two entries swapped, an entry replaced by the best
