@@ -3,21 +3,20 @@ groups of the attention half's stages, the index key and query, the scores, and 
 
 Scores live in scratch as f32, a row's in position order. The selection compares them as order-preserving
 uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (RADIX_DIGITS: 11, 11 and 10 bits,
-from the top; `glm53/kinds/indexer.py`): a digit's
-histogram is accumulated over the row's slices with integer atomics (exact, so the same bits every run),
-into hist_p[epoch % 2]; the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers.
-Every program re-derives the digits found so far from the histograms (`radix_prefix`), so no stage of its
-own publishes them. A row's keys are split into slices of whole IBLK blocks, a task each; the selection's tasks scan their
-slice ISCAN keys a step, loading the next step's scores before they use this one's. Lengths are clamped to the
-page table's PMAX * 64 keys; a longer row writes the error
-word (`sync.report_input`) and reads nothing past its page table.
+from the top; `glm53/kinds/indexer.py`): a digit's histogram is accumulated over the row's slices with
+integer atomics (exact, so the same bits every run), into hist_p[epoch % 2]; the same stage zeroes
+hist_p[1 - epoch % 2] for the next launch on these buffers. Every program re-derives the digits found so far
+from the histograms (`radix_prefix`), so no stage of its own publishes them. A row's keys are split into
+slices of whole IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading
+the next step's scores before they use this one's. Lengths are clamped to the page table's PMAX * 64 keys; a
+longer row writes the error word (`sync.report_input`) and reads nothing past its page table.
 """
 
 import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_attention import rope_vals
-from sgl_amd_mono.backends.triton.sync import count_task, report_input, report_invariant
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input, report_invariant
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS, RADIX_DIGITS
 
@@ -249,7 +248,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     bins = tl.arange(0, BINS)
-    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r0 = (t // NSL) // rpr * rpr  # the request's first row
         nrows = tl.minimum(rpr, R - r0)
@@ -317,7 +316,7 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist_
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
-    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
@@ -349,9 +348,8 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, top
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
-    live = ok * (1 - ((SKIP_MASK >> S) & 1))
     blk = tl.arange(0, ISCAN)
-    for t in tl.range(pid, R * NSL * live, NPROG, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, live_tasks(R * NSL, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if rlen > KTOP:
@@ -371,7 +369,7 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, top
             tl.store(cnt_ptr + t * 2, above)
             tl.store(cnt_ptr + t * 2 + 1, at)
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, R * live, NPROG, num_stages=1):  # tasks: never pipelined
+    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
         for k0 in range(0, KTOP, KB):
             tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
@@ -392,7 +390,7 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
-    n_tasks = R * NSL * ok * (1 - ((SKIP_MASK >> S) & 1))
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
