@@ -101,9 +101,11 @@ def last_writers(loc: torch.Tensor) -> torch.Tensor:
     """[R] bool: row r is the last row writing slot loc[r]. Pad rows all write slot 0, and an index_put with
     repeated indices keeps an unspecified one (on a GPU, any): the oracles and the launches keep the last row's.
     loc: [R] int."""
-    r = loc.shape[0]
-    later = torch.triu(torch.ones(r, r, dtype=torch.bool, device=loc.device), diagonal=1)
-    return ~((loc[None, :] == loc[:, None]) & later).any(1)
+    rows = torch.arange(loc.shape[0], device=loc.device)
+    _, slot_of_row = torch.unique(loc, return_inverse=True)  # O(R log R): a step's cache fill has 300K rows
+    last_row = torch.full((int(slot_of_row.max()) + 1 if len(rows) else 0,), -1, dtype=rows.dtype, device=loc.device)
+    last_row.scatter_reduce_(0, slot_of_row, rows, reduce="amax")
+    return last_row[slot_of_row] == rows
 
 
 def rope_cos_sin(positions: torch.Tensor, *, rotary_dim: int, theta: float) -> torch.Tensor:

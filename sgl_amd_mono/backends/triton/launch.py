@@ -251,7 +251,8 @@ class LaunchPlan:
                                                  num_warps=self.num_warps, smem_bytes=k.metadata.shared)
         program.check_resident(self.name, self.n_programs, resident)
         self.resources = {"n_regs": k.n_regs, "n_spills": k.n_spills, "smem": k.metadata.shared,
-                          "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps}
+                          "resident": resident, "grid": self.n_programs, "num_warps": self.num_warps,
+                          "hash": str(getattr(k, "hash", ""))[:12]}
 
     def compiled_variants(self) -> int | None:
         """Compiled variants of the kind's kernel in this process now (every plan's): a step must add none."""

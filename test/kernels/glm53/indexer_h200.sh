@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One H200 run of the indexer kind beside the shared kind. PARTS picks (default "pre check trace time topk"):
 #   pre    precompile every build the parts below use
+#   blocking  check_topk's 8K case of several requests and recent keys with CUDA_LAUNCH_BLOCKING=1
 #   check  check_layer --kind indexer at TP8 rows 1 / 2 / 4 / 8, 8K, bf16 (every control)
 #   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 8 at 8K
 #   trace  per-stage traces at rows 1 / 8 at 8K, 1 at 128K, a decode row a request; then at 8K rows 1 / 8 for each
@@ -31,6 +32,10 @@ if has pre; then
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
   timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
   wait; el "precompile"
+fi
+if has blocking; then  # the one case that faulted (8K, several requests, recent keys), each launch waited on
+  CUDA_LAUNCH_BLOCKING=1 timeout 150 python3 $G/check_topk.py --tp 8 --contexts 8192 --shapes requests --keys recent \
+    > "$OUT/idx_check_topk_blocking.log" 2>&1; el "check_topk blocking (8K requests recent) rc=$?"
 fi
 if has check; then
   timeout 240 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 \

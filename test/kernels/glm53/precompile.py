@@ -52,7 +52,7 @@ def warm(job: tuple) -> str:
         plan.bind({**plan.example_weights(), **layer_tensors(aw, mw)})
         r = plan.resources
         return (f"precompiled {kind} '{build}' in {time.time() - t0:.1f} s: regs {r['n_regs']} spills {r['n_spills']} "
-                f"smem {r['smem']}")
+                f"smem {r['smem']} hash {r['hash']}")
     except Exception as e:  # noqa: BLE001 (reported, the caller's run goes on and compiles itself)
         return f"precompile {kind} '{build}' FAILED after {time.time() - t0:.1f} s: {type(e).__name__}: {e}"
 
