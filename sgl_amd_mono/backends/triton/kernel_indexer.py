@@ -55,7 +55,7 @@ def indexer_layer_kernel(
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
     pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
     xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-    cnt_ptr,
+    hist3_ptr, cnt_ptr,
     xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
     # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts
     sync_ptr, err_ptr, trace_ptr, task_count_ptr,
@@ -80,7 +80,7 @@ def indexer_layer_kernel(
     # the table: the last-arrival counts' first words in sync, stage ids and fixed task counts
     C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr, C_DN_CNT: tl.constexpr, N_STAGES: tl.constexpr,
     S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr, S_LATENT: tl.constexpr, S_Q_B: tl.constexpr,
-    S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr, S_SEL1: tl.constexpr, S_SEL2: tl.constexpr,
+    S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr, S_SEL1: tl.constexpr, S_SEL2: tl.constexpr, S_SEL3: tl.constexpr,
     S_COUNT: tl.constexpr, S_EMIT: tl.constexpr, S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr,
     S_NORM2: tl.constexpr, S_GATE: tl.constexpr, S_ROUTE: tl.constexpr, S_UP: tl.constexpr, S_ACT: tl.constexpr,
     S_DOWN: tl.constexpr,
@@ -148,22 +148,27 @@ def indexer_layer_kernel(
                 IH, ID, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist1_ptr, err_ptr,
+    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, err_ptr,
                        launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
                        SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist2_ptr, err_ptr,
+    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
                        launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
                        SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, topk_ptr, err_ptr,
+    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+                       SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
                 launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG, SKIP_MASK,
                 COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, topk_ptr,
+    index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
                err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
                SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,

@@ -2,14 +2,15 @@
 groups of the attention half's stages, the index key and query, the scores, and an exact radix top-k.
 
 Scores live in scratch as f32, a row's in position order. The selection compares them as order-preserving
-uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (RADIX_DIGITS: 11, 11 and 10 bits,
-from the top; `glm53/kinds/indexer.py`): a digit's histogram is accumulated over the row's slices with
-integer atomics (exact, so the same bits every run), into hist_p[epoch % 2]; the same stage zeroes
-hist_p[1 - epoch % 2] for the next launch on these buffers. Every program re-derives the digits found so far
-from the histograms (`radix_prefix`), so no stage of its own publishes them. A row's keys are split into
-slices of whole IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading
-the next step's scores before they use this one's. Lengths are clamped to the page table's PMAX * 64 keys; a
-longer row writes the error word (`sync.report_input`) and reads nothing past its page table.
+uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (four digits of 8 bits, from the
+top): a digit's histogram is accumulated over the row's slices with integer atomics (exact, so the same bits
+every run), into hist_p[epoch % 2]; the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these
+buffers. Every program re-derives the digits found so far from the histograms (`radix_prefix`), so no stage of
+its own publishes them. A row's keys are split into slices of whole IBLK blocks, a task each; the selection's
+tasks scan their slice ISCAN keys a step, loading the next step's scores before they use this one's. Lengths
+are clamped to the page table's PMAX * 64 keys; a longer row writes the error word (`sync.report_input`) and
+reads nothing past its page table. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a
+2048-bin histogram in registers spills, and Triton's histogram costs grow with its bins.)
 """
 
 import triton
@@ -18,18 +19,11 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.stages_attention import rope_vals
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input, report_invariant
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
-from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS, RADIX_DIGITS
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
-BINS: tl.constexpr = tl.constexpr(RADIX_BINS)  # a digit's histogram (the widest digit's values)
-W0: tl.constexpr = tl.constexpr(RADIX_DIGITS[0])  # the digits' widths in bits, from the top
-W1: tl.constexpr = tl.constexpr(RADIX_DIGITS[1])
-W2: tl.constexpr = tl.constexpr(RADIX_DIGITS[2])
-SH0: tl.constexpr = tl.constexpr(32 - RADIX_DIGITS[0])  # digit 0 is key >> SH0
-M1: tl.constexpr = tl.constexpr((1 << RADIX_DIGITS[1]) - 1)  # digits 1 and 2: (key >> their shift) & M
-M2: tl.constexpr = tl.constexpr((1 << RADIX_DIGITS[2]) - 1)
+BINS: tl.constexpr = tl.constexpr(256)
 
 
 @triton.jit
@@ -186,21 +180,21 @@ def load_scores(scores_ptr, tt, end):
 
 
 @triton.jit
-def digit_of(h, need, prefix, W: tl.constexpr):
-    """One digit (W bits) of the radix select from its histogram h [BINS]: the largest digit d whose keys, with
-    the keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
+def digit_of(h, need, prefix):
+    """One digit of the radix select from its histogram h [256]: the largest digit d whose keys, with the
+    keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
     bins = tl.arange(0, BINS)
     suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b
     d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
     above = tl.sum(tl.where(bins > d, h, 0), axis=0)
-    return need - above, (prefix << W) + d.to(tl.int64)
+    return need - above, prefix * 256 + d.to(tl.int64)
 
 
 @triton.jit
-def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, off, KTOP: tl.constexpr, P: tl.constexpr):
-    """(need, prefix) after P digits of a row's select: prefix = the top W0 + .. bits of its KTOP-th largest
-    key (all 32 after the 3 digits: the threshold key), need = how many keys with that prefix the list still
-    takes. off: the row's histogram in this parity. The histograms are loaded before any is used."""
+def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr):
+    """(need, prefix) after P digits of a row's select: prefix = the top 8P bits of its KTOP-th largest key,
+    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity.
+    The histograms are loaded before any is used (one round trip)."""
     bins = tl.arange(0, BINS)
     need = KTOP + off * 0
     prefix = (off * 0).to(tl.int64)
@@ -210,12 +204,16 @@ def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, off, KTOP: tl.constexpr, P: tl
         h1 = tl.load(hist1_ptr + off + bins, cache_modifier=".cg")
     if P > 2:
         h2 = tl.load(hist2_ptr + off + bins, cache_modifier=".cg")
+    if P > 3:
+        h3 = tl.load(hist3_ptr + off + bins, cache_modifier=".cg")
     if P > 0:
-        need, prefix = digit_of(h0, need, prefix, W0)
+        need, prefix = digit_of(h0, need, prefix)
     if P > 1:
-        need, prefix = digit_of(h1, need, prefix, W1)
+        need, prefix = digit_of(h1, need, prefix)
     if P > 2:
-        need, prefix = digit_of(h2, need, prefix, W2)
+        need, prefix = digit_of(h2, need, prefix)
+    if P > 3:
+        need, prefix = digit_of(h3, need, prefix)
     return need, prefix
 
 
@@ -277,7 +275,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
                     tl.store(scores_ptr + r * SCOL + tt, sc, mask=tt < s1)
                     rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
-                    hj = tl.histogram((order_key(sc) >> SH0).to(tl.int32), BINS, mask=(tt < s1) & (tt < rlen))
+                    hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < s1) & (tt < rlen))
                     h += tl.where(rows[:, None] == j, hj[None, :], 0)
                 k, ks = k_next, ks_next
             for j in range(0, nrows):
@@ -300,19 +298,14 @@ def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
 
 
 @triton.jit
-def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist_out_ptr, err_ptr,
+def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, err_ptr,
                  launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
                  KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
                  NPROG: tl.constexpr,
                  SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task (row r, slice) of the rows past KTOP keys: radix digit P (1 or 2: its W_P bits below the digits
-    before it) of the slice's keys whose higher digits are the prefix found so far, counted into
-    hist_out[epoch % 2]. The slice's first scores load before the histograms the prefix comes from."""
+    """Task (row r, slice) of the rows past KTOP keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the
+    slice's keys whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
     SCOL: tl.constexpr = PMAX * PAGE
-    SH_PREV: tl.constexpr = SH0 - (P - 1) * W1  # the prefix is key >> SH_PREV
-    WP: tl.constexpr = W1 + (P - 1) * (W2 - W1)
-    SH: tl.constexpr = SH_PREV - WP  # digit P is (key >> SH) & MP
-    MP: tl.constexpr = M1 + (P - 1) * (M2 - M1)
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
@@ -325,21 +318,21 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist_
         if rlen > KTOP:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
-            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, (parity * R + r) * BINS, KTOP, P)
+            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
             h = tl.zeros((BINS,), dtype=tl.int32)
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
                 u = order_key(x)
-                hit = (tt < s1) & ((u >> SH_PREV).to(tl.int64) == prefix)
-                h += tl.histogram(((u >> SH) & MP).to(tl.int32), BINS, mask=hit)
+                hit = (tt < s1) & ((u >> (32 - 8 * P)).to(tl.int64) == prefix)
+                h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
                 x = x_next
             tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
 
 
 @triton.jit
-def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
+def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
           epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
           COUNT_TASKS: tl.constexpr):
@@ -355,10 +348,10 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, top
         if rlen > KTOP:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
-            _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, (parity * R + r) * BINS, KTOP, 3)
+            _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
             above = rlen * 0
             at = rlen * 0
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
@@ -376,7 +369,7 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, top
 
 
 @triton.jit
-def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, cnt_ptr, topk_ptr,
+def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
          err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr,
          SKIP_MASK: tl.constexpr,
@@ -406,13 +399,13 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
                     page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < s1, other=0)
                     tl.store(topk_ptr + r * KTOP + tt, page * PAGE + tt % PAGE, mask=tt < s1)
             else:
-                x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # loads issued before any is waited on
+                need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
                 before = sls < s
-                c_above = tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg")
-                c_at = tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg")
-                need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, (parity * R + r) * BINS, KTOP, 3)
-                n_above = tl.sum(c_above, axis=0)
-                n_at = tl.sum(c_at, axis=0)
+                n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg"),
+                                 axis=0)
+                n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"),
+                              axis=0)
+                x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
                     valid = tt < s1

@@ -12,7 +12,7 @@ Its table is the shared kind's with the index work added to the attention half's
           head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
           request), and the first radix digit's histogram
-  sel1, 2 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
+  sel1..3 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
   count   (row, slice): keys above the threshold and equal to it; and every row's list filled with -1
   emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
 A row's keys are split into NSL slices (`dims.index_slices`: the tiles' index_slices / rows, a power of two) of
@@ -37,9 +37,8 @@ from sgl_amd_mono.glm53.kinds import halves, shared
 from sgl_amd_mono.glm53.kinds.dims import cdiv
 
 B = Buffer
-RADIX_DIGITS = (11, 11, 10)  # the radix select's digits of a 32-bit key, from the top (a pass each)
-RADIX_PASSES = len(RADIX_DIGITS)
-RADIX_BINS = 1 << max(RADIX_DIGITS)  # a digit's histogram
+RADIX_PASSES = 4  # 8-bit digits of a 32-bit key
+RADIX_BINS = 256
 
 
 def index_query_heads(d) -> int:

@@ -9,6 +9,7 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 KIND=${KIND:-indexer}; WIDTHS=${WIDTHS:-1 8}; CONTEXTS=${CONTEXTS:-8192}; EXTRA=${EXTRA:-}
 OLD=${OLD:-$PWD/.carry/old}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}  # SGLang's import would point it at its own
 mkdir -p /tmp/site
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
 G=test/kernels/glm53

@@ -8,7 +8,9 @@
 #          tile spec in $SPECS (';'-separated, e.g. 'bn_iq=64,ks_iq=2;index_scan=256')
 #   time   time_layers of both kinds in one run (1 / 2 / 4 / 8 rows, 8K and 128K; the indexer's a decode row a
 #          request, with SGLang's per-op indexer path)
-#   topk   check_topk at 8K, 128K and 300K (every key cache, a draft chain and several requests)
+#   specs  each tile spec in $TIME_SPECS (';'-separated) timed beside the indexer's defaults in one process (an
+#          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
+#   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
 # From the repo root with .whl carried; outputs flat under $OUT.
 set -u
@@ -16,6 +18,10 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-out}; mkdir -p "$OUT"; PARTS=${PARTS:-pre check trace time topk}
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/idx_summary.txt"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
+IFS=';' read -r -a TS <<< "${TIME_SPECS:-}"
+# SGLang's import points TRITON_CACHE_DIR at its own cache when unset: fixed here, so that a script that imports
+# SGLang (the per-op path) finds the builds precompile.py left
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
 mkdir -p /tmp/site
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
 G=test/kernels/glm53
@@ -28,7 +34,9 @@ if has pre; then
                  for s in "${SP[@]}"; do B+=("$s|1|bf16|||1||8192" "$s|8|bf16|||1||8192"); done; }
   has more && B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|4|fp8|||||8192" "|8|fp8|||||8192" "|1|bf16||||1|8192"
                   "|8|bf16||||1|8192")
-  has topk && { for c in 8192 131072 300000; do B+=("|4|bf16|||||$c"); done; B+=("|8|bf16|||||300000"); }
+  has specs && for s in "${TS[@]}"; do for w in ${SPEC_WIDTHS:-1 8}; do for c in ${SPEC_CONTEXTS:-8192}; do
+    B+=("$s|$w|bf16|||||$c"); done; done; done
+  has topk && for c in ${TOPK_CONTEXTS:-8192 131072 300000}; do B+=("|4|bf16|||||$c" "|8|bf16|||||$c"); done
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
   timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
   wait; el "precompile"
@@ -53,13 +61,19 @@ if has trace; then
   done
 fi
 if has time; then
-  timeout 240 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
+  timeout ${TIME_S:-240} python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
     --shape decode --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode, with per-op) rc=$?"
-  timeout 200 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+  timeout ${TIME_SHARED_S:-200} python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
     --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
 fi
+if has specs; then
+  timeout ${SPECS_S:-200} python3 $G/time_layers.py --kind indexer --tp 8 --widths ${SPEC_WIDTHS:-1 8} \
+    --contexts ${SPEC_CONTEXTS:-8192} --shape decode --no-perop --no-variants --specs "${TS[@]}" \
+    > "$OUT/idx_time_specs.log" 2>&1; el "time indexer tile specs rc=$?"
+fi
 if has topk; then
-  timeout 300 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > "$OUT/idx_check_topk.log" 2>&1
+  timeout ${TOPK_S:-300} python3 $G/check_topk.py --tp 8 --contexts ${TOPK_CONTEXTS:-8192 131072 300000} \
+    > "$OUT/idx_check_topk.log" 2>&1
   el "check_topk rc=$?"
 fi
 if has more; then

@@ -64,10 +64,11 @@ def main():
     p.add_argument("--jobs", type=int, default=16)
     a = p.parse_args()
     t = time.time()
-    with mp.get_context("spawn").Pool(min(a.jobs, len(a.builds))) as pool:
-        for line in pool.imap_unordered(warm, [(a.kind, b) for b in a.builds]):
+    builds = list(dict.fromkeys(a.builds))  # each once
+    with mp.get_context("spawn").Pool(min(a.jobs, len(builds))) as pool:
+        for line in pool.imap_unordered(warm, [(a.kind, b) for b in builds]):
             print(line, flush=True)
-    print(f"precompile: {len(a.builds)} builds in {time.time() - t:.1f} s", flush=True)
+    print(f"precompile: {len(builds)} builds in {time.time() - t:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

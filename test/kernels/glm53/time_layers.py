@@ -121,6 +121,8 @@ def main():
     p.add_argument("--sweep", nargs="*", default=None,
                    help="only time these tile overrides (one spec each; '' = the defaults) at rows 1 and 8, ctx 8K")
     p.add_argument("--no-variants", action="store_true", help="skip the stage-group variants")
+    p.add_argument("--specs", nargs="+", default=[],
+                   help="tile overrides timed as variants beside --tiles in the same run (an A/B), e.g. 'index_block=256'")
     p.add_argument("--variants", nargs="+", default=None,
                    help="build variants (backends.triton.tiles.VARIANTS names) timed in the same run, one table each")
     args = p.parse_args()
@@ -134,6 +136,7 @@ def main():
     tiles = Tiles().with_spec(args.tiles)
     print("tiles:", tiles, flush=True)
     variants = [(v, tiles.variant(v)) for v in args.variants] if args.variants else [("tiles", tiles)]
+    variants += [(spec, tiles.with_spec(spec)) for spec in args.specs]
     geo = li.glm53_geometry()
     bw = read_bandwidth()
     print(f"read-only streaming bandwidth: {bw / 1e12:.2f} TB/s (4 GiB, same run)", flush=True)
