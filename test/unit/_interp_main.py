@@ -71,10 +71,12 @@ def special(kind: str, case: str) -> None:
     int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught.
     nan: a NaN input row routes to experts 0.. (NaN ranks as -inf) and leaves the other rows' bits.
     invariant (indexer kinds): a corrupted histogram; the list's writes past its row must be dropped and the
-    error word must name the stage and the row."""
+    error word must name the stage and the row. guarded: every step input and weight in memory that ends at
+    an inaccessible page (`_guard_pages.py`): a read past any of them kills the process; the launch must give
+    the same bits as on the plain tensors."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
-    width = 2 if case in ("ties", "nan") else 1
+    width = {"ties": 2, "nan": 2, "guarded": 3}.get(case, 1)
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case == "deadline":
@@ -97,6 +99,18 @@ def special(kind: str, case: str) -> None:
         plan.check_error()
         res["nan_ids"] = out["expert_ids"][0].tolist()
         res["nan_row1_same"] = all(torch.equal(out[k][1:], clean[k][1:]) for k in ("out", "expert_ids", "o"))
+        print(json.dumps(res))
+        return
+    if case == "guarded":  # 3 rows: a 16-row tile over them reads rows 3.. only where it forgets its row mask
+        from _guard_pages import guarded_all
+
+        plain = {k: v.clone() for k, v in plan.run(layer, {**vars(step), **{n: c.clone() for n, c in kc.caches(step).items()}}).items()}
+        plan.check_error()
+        glayer = plan.bind(guarded_all(kc.tensors(weights)), launch_id=3)
+        plan.scratch, plan.out = guarded_all(plan.scratch), guarded_all(plan.out)  # the plan's own buffers too
+        out = plan.run(glayer, guarded_all({**vars(step), **{n: c.clone() for n, c in kc.caches(step).items()}}))
+        plan.check_error()
+        res["guarded_same_bits"] = {k: torch.equal(out[k], plain[k]) for k in plain}
         print(json.dumps(res))
         return
     if case == "invariant":  # this launch's digit-0 histogram preloaded with -KTOP a bin: its threshold falls
@@ -134,7 +148,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "ties", "wrap", "invariant", "nan"):
+    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

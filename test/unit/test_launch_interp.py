@@ -112,3 +112,14 @@ def test_nan_row_routes_in_range():
     assert r.returncode == 0, r.stderr[-3000:]
     assert res["nan_ids"] == [0, 1, 16], res  # the tiny geometry: top-2 of 16 routed experts, then the fused one
     assert res["nan_row1_same"] is True
+
+
+@pytest.mark.parametrize("kind", sorted(registry.KINDS))
+def test_reads_stay_inside_their_tensors(kind):
+    """Every step input, weight, scratch and output buffer in memory that ends at an inaccessible page
+    (`_guard_pages.py`), 3 rows: a read past any tensor's end kills the process (SIGSEGV, return code -11).
+    Caught the index key's rope reading cos/sin for all 16 rows of its tile (rows past R: past cos_sin's end),
+    which on the H200 faulted only when cos_sin ended a cached segment. The same bits as on plain tensors."""
+    r, res = _run(kind, "guarded")
+    assert r.returncode == 0 and res is not None, f"return code {r.returncode}: {r.stderr[-3000:]}"
+    assert res["guarded_same_bits"] and all(res["guarded_same_bits"].values()), res

@@ -76,12 +76,13 @@ def ue8m0_quant(x):
 
 
 @triton.jit
-def rope_pairs(e, o, cos_ptr, ROPE: tl.constexpr, HALF: tl.constexpr):
+def rope_pairs(e, o, cos_ptr, row_ok, ROPE: tl.constexpr, HALF: tl.constexpr):
     """Interleaved rope of the pairs (e[i], o[i]) = dims (2i, 2i + 1), [M, HALF] f32 each, on pairs i < ROPE / 2
     (cos at cos_ptr + i, sin at cos_ptr + ROPE / 2 + i, a row's each: cos_ptr is [M, 1]); the rest unchanged.
+    Rows where row_ok [M, 1] is false read nothing (a 16-row tile over fewer rows: past the end of cos_sin).
     Returns the [M, 2 HALF] row interleaved again, bf16."""
     i = tl.arange(0, HALF)[None, :]
-    is_rope = i < ROPE // 2
+    is_rope = (i < ROPE // 2) & row_ok
     cos = tl.load(cos_ptr + i, mask=is_rope, other=1.0)
     sin = tl.load(cos_ptr + ROPE // 2 + i, mask=is_rope, other=0.0)
     e2 = tl.where(is_rope, e * cos - o * sin, e)
@@ -112,7 +113,8 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
     rstd = tl.math.rsqrt((tl.sum(ec * ec, axis=1) + tl.sum(oc * oc, axis=1)) / ID + k_norm_eps)
     e = to_bf16(ec * rstd[:, None] * w_e[None, :] + b_e[None, :])
     o = to_bf16(oc * rstd[:, None] * w_o[None, :] + b_o[None, :])
-    k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos_sin_ptr + rows[:, None] * ROPE, ROPE, HALF)
+    k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos_sin_ptr + rows[:, None] * ROPE, (rows < R)[:, None], ROPE,
+                   HALF)
     kq, ks = ue8m0_quant(to_bf16(hadamard(k, ID)).to(tl.float32))
     # pad rows all write slot 0: only the last row writing a slot writes it (the same bits every run)
     later = (slot[None, :] == slot[:, None]) & (rows[None, :] > rows[:, None]) & (rows[None, :] < R)
@@ -138,7 +140,7 @@ def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g,
     w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_I)).to(tl.float32)
     e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
-    q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, ROPE, HALF)
+    q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, heads[:, None] < IH, ROPE, HALF)
     qq, qs = ue8m0_quant(to_bf16(hadamard(q, ID)).to(tl.float32))
     dims = tl.arange(0, ID)
     tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq)

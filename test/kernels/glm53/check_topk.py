@@ -146,6 +146,8 @@ def main():
     p.add_argument("--keys", nargs="+", default=["random", "repeated", "zero", "recent"])
     p.add_argument("--shapes", nargs="+", default=["chain", "requests"])
     p.add_argument("--tiles", default=None, help="tile overrides, e.g. 'index_slices=16' (default: the device's)")
+    p.add_argument("--skip", nargs="*", default=[],
+                   help="stages (names) emptied in the launch: bisecting a fault only (the checks then fail)")
     args = p.parse_args()
     cpu = args.device == "cpu"
     if cpu and os.environ.get("TRITON_INTERPRET") != "1":
@@ -157,11 +159,16 @@ def main():
     tiles = default if args.tiles is None else Tiles().with_spec(args.tiles)
     bounds = indexer_kind.TOPK_BOUNDS_INTERP if cpu else indexer_kind.TOPK_BOUNDS_GPU
     kc = registry.get("indexer")
+    stages = kinds.get("indexer").table.stage_names()
+    if [n for n in args.skip if n not in stages]:
+        raise SystemExit(f"--skip {args.skip}: not all stages of the launch ({', '.join(stages)})")
+    skip_mask = sum(1 << stages.index(n) for n in args.skip)
     weights = kc.weights(geo, tp=tp, seed=7, device=args.device)
     for ctx in contexts:
         for shape in args.shapes:
             sh = shape_of(shape, geo, ctx)
-            opts = LaunchOptions(max_context=registry.max_context(ctx), placement="sequential" if cpu else "persistent")
+            opts = LaunchOptions(max_context=registry.max_context(ctx), placement="sequential" if cpu else "persistent",
+                                 skip_mask=skip_mask)
             plan = kinds.plan("indexer", geo, tp=tp, width=sh["width"], kv_dtype=torch.bfloat16, device=args.device,
                               tiles=tiles, options=opts)
             layer = plan.bind(kc.tensors(weights), launch_id=1)
