@@ -71,9 +71,9 @@ def special(kind: str, case: str) -> None:
     int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught.
     nan: a NaN input row routes to experts 0.. (NaN ranks as -inf) and leaves the other rows' bits.
     invariant (indexer kinds): a corrupted histogram; the list's writes past its row must be dropped and the
-    error word must name the stage and the row. guarded: every step input and weight in memory that ends at
-    an inaccessible page (`_guard_pages.py`): a read past any of them kills the process; the launch must give
-    the same bits as on the plain tensors."""
+    error word must name the stage and the row. guarded: every step input, cache, weight, scratch and output
+    buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
+    process; the launch must give the same bits (outputs and caches) as on the plain tensors."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
     width = {"ties": 2, "nan": 2, "guarded": 3}.get(case, 1)
@@ -104,13 +104,16 @@ def special(kind: str, case: str) -> None:
     if case == "guarded":  # 3 rows: a 16-row tile over them reads rows 3.. only where it forgets its row mask
         from _guard_pages import guarded_all
 
-        plain = {k: v.clone() for k, v in plan.run(layer, {**vars(step), **{n: c.clone() for n, c in kc.caches(step).items()}}).items()}
+        caches = {n: c.clone() for n, c in kc.caches(step).items()}
+        plain = {k: v.clone() for k, v in plan.run(layer, {**vars(step), **caches}).items()}
         plan.check_error()
         glayer = plan.bind(guarded_all(kc.tensors(weights)), launch_id=3)
         plan.scratch, plan.out = guarded_all(plan.scratch), guarded_all(plan.out)  # the plan's own buffers too
-        out = plan.run(glayer, guarded_all({**vars(step), **{n: c.clone() for n, c in kc.caches(step).items()}}))
+        gcaches = guarded_all(kc.caches(step))
+        out = plan.run(glayer, guarded_all({**vars(step), **gcaches}) | gcaches)
         plan.check_error()
         res["guarded_same_bits"] = {k: torch.equal(out[k], plain[k]) for k in plain}
+        res["guarded_same_bits"].update({n: torch.equal(gcaches[n], caches[n]) for n in caches})
         print(json.dumps(res))
         return
     if case == "invariant":  # this launch's digit-0 histogram preloaded with -KTOP a bin: its threshold falls
