@@ -39,10 +39,11 @@ CASES = {
 
 def tiles_of(spec: str) -> Tiles:
     """The case's tiles; indexer kinds split a row's keys into 4 / rows slices of 64-key blocks here, scanned
-    128 keys a step (several slices, blocks and steps over the 300-key contexts)."""
+    128 keys a step (several slices, blocks and steps over the 300-key contexts), and one task selects a row of
+    at most 256 keys (of the mixed steps' rows: 300-key ones sliced, shorter ones by one task)."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
-    tiles = Tiles(index_slices=4, index_block=64, index_scan=128).for_target(target)
+    tiles = Tiles(index_slices=4, index_block=64, index_scan=128, index_short=256).for_target(target)
     return tiles.with_spec(",".join(p for p in parts if not p.startswith("target=")))
 
 
@@ -71,12 +72,15 @@ def special(kind: str, case: str) -> None:
     int32's wrap; a launch must give w1's bits, and a planted missing arrival there must still be caught.
     nan: a NaN input row routes to experts 0.. (NaN ranks as -inf) and leaves the other rows' bits.
     invariant (indexer kinds): a corrupted histogram; the list's writes past its row must be dropped and the
-    error word must name the stage and the row. guarded: every step input, cache, weight, scratch and output
+    error word must name the stage and the row. alternate (indexer kinds): three launches on one plan, of rows
+    the sliced select takes, of rows all listed by one task (the sliced select's last four stages skipped), and
+    of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
+    for the next launch). guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
     process; the launch must give the same bits (outputs and caches) as on the plain tensors."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
-    width = {"ties": 2, "nan": 2, "guarded": 3}.get(case, 1)
+    width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2}.get(case, 1)
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case == "deadline":
@@ -85,7 +89,8 @@ def special(kind: str, case: str) -> None:
         weights[1].gate.zero_()
         weights[1].bias.zero_()
         weights[1].bias[11] = 1.0
-    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts, tiles=Tiles())
+    plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts,
+                      tiles=tiles_of(""))
     layer = plan.bind(kc.tensors(weights), launch_id=3)
     res = {}
     if case == "wrap":
@@ -114,6 +119,25 @@ def special(kind: str, case: str) -> None:
         plan.check_error()
         res["guarded_same_bits"] = {k: torch.equal(out[k], plain[k]) for k in plain}
         res["guarded_same_bits"].update({n: torch.equal(gcaches[n], caches[n]) for n in caches})
+        print(json.dumps(res))
+        return
+    if case == "alternate":  # sliced, all-listed (the sliced select's last stages skipped), sliced again
+        from sgl_amd_mono.glm53 import index_inputs as ii
+
+        short = ii.random_index_step(geo, width=width, contexts=[200], rows_per_req=2,
+                                     max_context=registry.max_context(300), kv_dtype=torch.bfloat16, seed=5,
+                                     device="cpu")
+        other = kc.step(geo, width=width, context=300, kv_dtype=torch.bfloat16, seed=9, device="cpu")
+        res["values"], res["digests"] = [], []
+        for st in (step, short, other):
+            ref, caches_ref = kc.oracle(geo, weights, st)
+            caches = {n: c.clone() for n, c in kc.caches(st).items()}
+            out = plan.run(layer, {**vars(st), **caches})
+            plan.check_error()
+            res["values"].append(kc.compare(geo, out, caches, ref, caches_ref, st, plan, weights))
+            res["digests"].append({k: nm.digest(v) for k, v in out.items()})
+        res["lengths"] = [step.lengths.tolist(), short.lengths.tolist(), other.lengths.tolist()]
+        res["ls"] = max(geo.index_topk, plan.tiles.index_short)
         print(json.dumps(res))
         return
     if case == "invariant":  # this launch's digit-0 histogram preloaded with -KTOP a bin: its threshold falls
@@ -151,7 +175,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded"):
+    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded", "alternate"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

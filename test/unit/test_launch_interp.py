@@ -104,6 +104,20 @@ def test_selection_invariant_reports_and_drops():
     assert res["topk_in_range"] is True
 
 
+def test_skipped_select_stages_keep_the_next_launch_exact():
+    """Rows of 300 keys (sliced select: index_short 256 here), then rows of 200 (each listed by one task, so the
+    launch skips sel2 .. emit: every program arrives there without waiting), then other rows of 300 keys: every
+    list is the exactness rule's over the launch's own scores and the oracle's set. Without the skipped stages
+    zeroing their histograms' other parity, the third launch sums the first's counts into its own, and its
+    threshold is wrong."""
+    r, res = _run("indexer", "alternate")
+    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
+    ls = res["ls"]
+    assert min(res["lengths"][0] + res["lengths"][2]) > ls >= max(res["lengths"][1]), res["lengths"]
+    for vals in res["values"]:
+        assert vals["indexer.topk.max_abs"] == 0 and vals["indexer.topk.missed"] == 0, vals
+
+
 def test_nan_row_routes_in_range():
     """A NaN input row: its router ranks every NaN score as -inf, so it picks experts 0.. (exactly TOPK) and
     the used-expert lists stay within their buffers (ranked as the largest, every expert would be picked and

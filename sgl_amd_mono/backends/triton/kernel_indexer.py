@@ -16,7 +16,7 @@ from sgl_amd_mono.backends.triton.kernel_halves import mla_attention, moe
 from sgl_amd_mono.backends.triton.kernel_shared import constexprs as shared_constexprs
 from sgl_amd_mono.backends.triton.kernel_shared import scalars as shared_scalars
 from sgl_amd_mono.backends.triton.launch import TritonKind
-from sgl_amd_mono.backends.triton.sync import count_task, hand_off, launch_end, launch_start, live_tasks
+from sgl_amd_mono.backends.triton.sync import count_task, hand_off, launch_end, launch_start, live_tasks, pass_stages
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
 from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
@@ -24,11 +24,12 @@ from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 def constexprs(d: LayerDims) -> dict:
     """The shared kind's constexprs and the indexer's sizes (IH index heads, ID their dim, PMAX pages a
     row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scoring step covers, ISCAN
-    keys a selection step covers, IQG heads
-    an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
+    keys a selection step covers, ISHORT the longest row one task selects (0: none), LS the longest row whose
+    list one task writes, max(KTOP, ISHORT), IQG heads an index-query task covers) and tiles (KS_I: wk's and
+    weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
-            "ISCAN": t.index_scan,
+            "ISCAN": t.index_scan, "ISHORT": t.index_short, "LS": max(d.KTOP, t.index_short),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "BN_IQ": t.bn_iq, "KS_IQ": t.ks_iq}
 
 
@@ -66,7 +67,7 @@ def indexer_layer_kernel(
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
     IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-    ISCAN: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+    ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -145,34 +146,43 @@ def indexer_layer_kernel(
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr,
                 rows_per_req_ptr, scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_SCORE, R,
-                IH, ID, KTOP, PMAX, NSL, IBLK, NPROG, SKIP_MASK, COUNT_TASKS)
+                IH, ID, KTOP, PMAX, NSL, IBLK, LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
+                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                        SKIP_MASK, COUNT_TASKS)
+    index.listed_rows(scores_ptr, lengths_ptr, page_table_ptr, topk_ptr, err_ptr, launch_id, pid, ok, task_count_ptr,
+                      S_SEL1, R, KTOP, PMAX, ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
-                       SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
-                       SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG, SKIP_MASK,
-                COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
-               err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, NPROG,
-               SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    # the sliced select's last four stages, only when a row takes it: every program reads the same lengths, so
+    # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
+    if index.any_sliced_row(lengths_ptr, R, LS, PMAX * 64):
+        index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
+                           launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                           NPROG, SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
+                           launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                           NPROG, SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
+                    launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                    SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr,
+                   topk_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN,
+                   LS, NPROG, SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    else:
+        index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
+        index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)
+        pass_stages(sync_ptr, trace_ptr, S_SEL2, S_EMIT, pid, N_STAGES, SKIP_ARRIVE, TRACE)
 
     ok = mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr,
                        stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, vpart_ptr, vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr,

@@ -136,7 +136,7 @@ class LaunchPlan:
         self.interpret = self.device.type == "cpu"
         self.n_programs = grid_size(options, self.device, progs_per_sm=tiles.progs_per_sm)
         try:
-            self.tiles = tiles.resolve(geo, tp=tp, width=width, n_programs=self.n_programs)
+            self.tiles = tiles.resolve(geo, tp=tp, width=width, n_programs=self.n_programs, kind=kind.table.name)
         except ValueError as e:
             raise ValueError(f"{kind.table.name} launch refused: {e}") from None
         self.num_warps = self.tiles.num_warps

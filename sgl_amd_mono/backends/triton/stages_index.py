@@ -1,16 +1,22 @@
 """The DSA indexer's stages in Triton (`glm53/kinds/indexer.py` is the table): the index projections as task
-groups of the attention half's stages, the index key and query, the scores, and an exact radix top-k.
+groups of the attention half's stages, the index key and query, the scores, and an exact top-k.
 
-Scores live in scratch as f32, a row's in position order. The selection compares them as order-preserving
-uint32 keys (`order_key`) and finds the KTOP-th largest key digit by digit (four digits of 8 bits, from the
-top): a digit's histogram is accumulated over the row's slices with integer atomics (exact, so the same bits
-every run), into hist_p[epoch % 2]; the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these
-buffers. Every program re-derives the digits found so far from the histograms (`radix_prefix`), so no stage of
-its own publishes them. A row's keys are split into slices of whole IBLK blocks, a task each; the selection's
-tasks scan their slice ISCAN keys a step, loading the next step's scores before they use this one's. Lengths
-are clamped to the page table's PMAX * 64 keys; a longer row writes the error word (`sync.report_input`) and
-reads nothing past its page table. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a
-2048-bin histogram in registers spills, and Triton's histogram costs grow with its bins.)
+Scores live in scratch as f32, a row's in position order. A row of L keys takes one of three paths, by L
+alone (every program reads the same lengths, so every program agrees):
+  * L <= KTOP: every position in order, then -1 (one task, in stage sel1);
+  * KTOP < L <= LS (LS = max(KTOP, ISHORT)): one task selects the whole list from the row's scores held in
+    registers (`select_row`, stage sel1): the KTOP-th largest key found a bit at a time from the top;
+  * L > LS: the sliced radix select. Keys are compared as order-preserving uint32 (`order_key`); the KTOP-th
+    largest is found digit by digit (four digits of 8 bits, from the top): a digit's histogram is accumulated
+    over the row's slices with integer atomics (exact, so the same bits every run), into hist_p[epoch % 2];
+    the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers. Every program re-derives
+    the digits found so far from the histograms (`radix_prefix`), so no stage of its own publishes them. A
+    row's keys are split into slices of whole IBLK blocks, a task each; the selection's tasks scan their
+    slice ISCAN keys a step, loading the next step's scores before they use this one's.
+Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
+bit. Lengths are clamped to the page table's PMAX * 64 keys; a longer row writes the error word
+(`sync.report_input`) and reads nothing past its page table. (Three passes of 11 / 11 / 10-bit digits were
+slower on the H200: a 2048-bin histogram in registers spills, and Triton's histogram costs grow with its bins.)
 """
 
 import triton
@@ -227,17 +233,40 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
+def any_sliced_row(lengths_ptr, R: tl.constexpr, LS: tl.constexpr, CAP: tl.constexpr):
+    """Whether a row of this step takes the sliced select (its length, clamped to CAP, past LS): the same answer in
+    every program, so every program takes the same branch around that select's stages."""
+    rows = tl.arange(0, 16)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + rows, mask=rows < R, other=0), 0), CAP)
+    return tl.max(n, axis=0) > LS
+
+
+@triton.jit
+def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr):
+    """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
+    relu(q[h] . k[t]) (fp8 dots, f32 sums), stored at scores_ptr + tt (tt < end). If is_hist and the row takes
+    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS]."""
+    dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
+    sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+    tl.store(scores_ptr + tt, sc, mask=tt < end)
+    if is_hist:
+        hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < end) & (tt < rlen) & (rlen > LS))
+        h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
+    return h
+
+
+@triton.jit
 def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr,
           scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          NSL: tl.constexpr, IBLK: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-          COUNT_TASKS: tl.constexpr):
+          NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
+          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
-    (IBLK at a time through the page table), scored for every row of the request: s[r, t] = k_scale[t] x
-    sum_h head_w[r, h] x relu(iq[r, h] . k[t]) (fp8 dots, f32 sums), stored at scores[r, t]; then each such
-    row's first radix digit counted over the slice into hist0[epoch % 2] (integer atomics). Rows of a request
-    are rows_per_req consecutive rows sharing a page table; its keys split into (its rows x NSL) slices, the
-    tasks of its rows' places (task t: unit row t // NSL)."""
+    (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
+    scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
+    hist0[epoch % 2] (integer atomics). Rows of a request are rows_per_req consecutive rows sharing a page table;
+    its keys split into (its rows x NSL) slices, the tasks of its rows' places (task t: unit row t // NSL). The
+    request's first row's query and head weights load once a task (a decode request's only row)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
@@ -263,28 +292,30 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
             page = tl.load(pt + tn // PAGE, mask=tn < s1, other=0)
             k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
             page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
+            q0 = tl.load(iq_ptr + (r0 * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
+            hw0 = tl.load(head_w_ptr + r0 * IH + heads, cache_modifier=".cg")
+            len0 = tl.sum(tl.where(rows == r0, lens, 0), axis=0)
+            is_hist = blen > LS  # a row of the request takes the sliced select
             h = tl.zeros((16, BINS), dtype=tl.int32)  # digit 0's histogram of each of the request's rows
             for t0 in tl.range(s0, s1, IBLK, num_stages=1):  # prefetched by hand
                 tt = t0 + blk
                 tn = tt + IBLK
                 k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
                 page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
-                for j in range(0, nrows):
+                h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS)
+                for j in range(1, nrows):  # a verify request's other rows
                     r = r0 + j
                     q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
                     hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
-                    dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
-                    sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
-                    tl.store(scores_ptr + r * SCOL + tt, sc, mask=tt < s1)
-                    rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
-                    hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < s1) & (tt < rlen))
-                    h += tl.where(rows[:, None] == j, hj[None, :], 0)
+                    h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
+                                   tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS)
                 k, ks = k_next, ks_next
-            for j in range(0, nrows):
-                r = r0 + j
-                if tl.sum(tl.where(rows == r, lens, 0), axis=0) > KTOP:
-                    hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
-                    tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, hj, mask=hj > 0, sem="relaxed")
+            if is_hist:
+                for j in range(0, nrows):
+                    r = r0 + j
+                    if tl.sum(tl.where(rows == r, lens, 0), axis=0) > LS:
+                        hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
+                        tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, hj, mask=hj > 0, sem="relaxed")
 
 
 @triton.jit
@@ -303,10 +334,9 @@ def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
 def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, err_ptr,
                  launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
                  KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
-                 NPROG: tl.constexpr,
-                 SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task (row r, slice) of the rows past KTOP keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the
-    slice's keys whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
+                 LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """Task (row r, slice) of the rows past LS keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the slice's keys
+    whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
@@ -317,12 +347,12 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > KTOP:
+        if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
             _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
             h = tl.zeros((BINS,), dtype=tl.int32)
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
@@ -334,12 +364,70 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3
 
 
 @triton.jit
+def signed_key(x):
+    """f32 -> int32 whose signed order is the floats' (order_key(x) - 2^31: -0.0 below +0.0)."""
+    b = x.to(tl.int32, bitcast=True)
+    return tl.where(b < 0, b ^ 0x7FFFFFFF, b)
+
+
+@triton.jit
+def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr, PMAX: tl.constexpr,
+               ISHORT: tl.constexpr):
+    """Row r's whole list in one task, for KTOP < rlen <= ISHORT: its scores in registers (ISHORT / 256 a
+    thread), the KTOP-th largest key u* found a bit at a time from the top (the largest threshold with KTOP keys
+    at or above it: 32 counts), then the keys above u* at entries [0, above) and the first KTOP - above keys at
+    u* after them, each in position order (prefix sums), as physical slots. The list of the exactness rule, as
+    the sliced radix select's."""
+    tt = tl.arange(0, ISHORT)
+    valid = tt < rlen
+    x = tl.load(scores_ptr + r * (PMAX * PAGE) + tt, mask=valid, other=0.0, cache_modifier=".cg")
+    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
+    sk = signed_key(x)
+    thr = (rlen * 0).to(tl.int64)  # u*'s bits found so far, as order_key's uint32 value
+    one = thr + 1
+    for b in tl.static_range(32):
+        cand = thr | (one << (31 - b))
+        n = tl.sum((valid & (sk >= (cand - (one << 31)).to(tl.int32))).to(tl.int32), axis=0)
+        thr = tl.where(n >= KTOP, cand, thr)
+    thr_s = (thr - (one << 31)).to(tl.int32)
+    is_above = valid & (sk > thr_s)
+    is_at = valid & (sk == thr_s)
+    above = tl.sum(is_above.to(tl.int32), axis=0)
+    rank_at = tl.cumsum(is_at.to(tl.int32), axis=0) - 1
+    dest = tl.where(is_above, tl.cumsum(is_above.to(tl.int32), axis=0) - 1, above + rank_at)
+    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | (is_at & (rank_at < KTOP - above)))
+
+
+@triton.jit
+def listed_rows(scores_ptr, lengths_ptr, page_table_ptr, topk_ptr, err_ptr, launch_id, pid, ok, task_count_ptr,
+                S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr,
+                LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
+    keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
+    one: `select_row`."""
+    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
+    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        if rlen <= KTOP:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            for k0 in range(0, KTOP, KB):
+                tt = k0 + tl.arange(0, KB)
+                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
+                tl.store(topk_ptr + r * KTOP + tt, tl.where(tt < rlen, page * PAGE + tt % PAGE, -1))
+        if ISHORT > KTOP:
+            if (rlen > KTOP) & (rlen <= LS):
+                count_task(task_count_ptr, S, COUNT_TASKS)
+                select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+
+
+@triton.jit
 def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
           epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-          COUNT_TASKS: tl.constexpr):
-    """Tasks (row r, slice s) of the rows past KTOP keys: the slice's keys above the threshold key and equal to
-    it, at cnt[r, s]. Then R tasks on the last programs: row r's list filled with -1 (emit writes over it)."""
+          NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
+          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """Tasks (row r, slice s) of the rows past LS keys: the slice's keys above the threshold key and equal to
+    it, at cnt[r, s]. Then R tasks on the last programs: such a row's list filled with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
@@ -347,13 +435,13 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
     for t in tl.range(pid, live_tasks(R * NSL, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > KTOP:
+        if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
             _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
             above = rlen * 0
             at = rlen * 0
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
@@ -365,23 +453,23 @@ def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, c
             tl.store(cnt_ptr + t * 2 + 1, at)
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
     for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        count_task(task_count_ptr, S, COUNT_TASKS)
-        for k0 in range(0, KTOP, KB):
-            tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+        if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            for k0 in range(0, KTOP, KB):
+                tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
 
 
 @triton.jit
 def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
          err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr,
-         SKIP_MASK: tl.constexpr,
-         COUNT_TASKS: tl.constexpr):
-    """Task (row r, slice s) of every row's keys: row r's list entries from the slice, as physical slots
-    page_table[r, t // 64] * 64 + t % 64. A row of L <= KTOP keys: position t at entry t. A longer row: its keys
-    above the threshold at entries [above before the slice + rank in the slice), then its keys at the
-    threshold at [KTOP - need + equal before + rank), the first `need` of them (position order throughout).
-    An entry that would land outside the row's list (the counts and the threshold disagree: a bug) is dropped
-    and the error word written (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
+    page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
+    in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
+    them (position order throughout). An entry that would land outside the row's list (the counts and the
+    threshold disagree: a bug) is dropped and the error word written (ERR_INVARIANT: this stage, the row, the
+    entry, KTOP)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
@@ -393,40 +481,35 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
         s = t % NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
-        if s0 < s1:
+        if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            if rlen <= KTOP:
-                for t0 in tl.range(s0, s1, ISCAN):
-                    tt = t0 + blk
-                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < s1, other=0)
-                    tl.store(topk_ptr + r * KTOP + tt, page * PAGE + tt % PAGE, mask=tt < s1)
-            else:
-                need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
-                before = sls < s
-                n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg"),
-                                 axis=0)
-                n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"),
-                              axis=0)
-                x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
-                for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
-                    tt = t0 + blk
-                    valid = tt < s1
-                    x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
-                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
-                    u = order_key(x).to(tl.int64)
-                    x = x_next
-                    is_above = valid & (u > thr)
-                    is_at = valid & (u == thr)
-                    rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
-                    rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
-                    take_at = is_at & (rank_at < need)
-                    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                    put = is_above | take_at
-                    oob = put & ((dest < 0) | (dest >= KTOP))
-                    if tl.sum(oob.to(tl.int32), axis=0) > 0:  # counts and threshold disagree: never write past
-                        report_invariant(err_ptr, launch_id, S, pid, r,  # the row's list
-                                         tl.max(tl.where(oob, tl.abs(dest), 0), axis=0), KTOP)
-                    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
-                             mask=put & (dest >= 0) & (dest < KTOP))
-                    n_above += tl.sum(is_above.to(tl.int32), axis=0)
-                    n_at += tl.sum(is_at.to(tl.int32), axis=0)
+            # every load that needs no histogram issued first: the scores, the page ids, the slices' counts
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+            page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            before = sls < s
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"), axis=0)
+            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                valid = tt < s1
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1, other=0)
+                u = order_key(x).to(tl.int64)
+                is_above = valid & (u > thr)
+                is_at = valid & (u == thr)
+                rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
+                rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
+                take_at = is_at & (rank_at < need)
+                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                put = is_above | take_at
+                oob = put & ((dest < 0) | (dest >= KTOP))
+                if tl.sum(oob.to(tl.int32), axis=0) > 0:  # counts and threshold disagree: never write past
+                    report_invariant(err_ptr, launch_id, S, pid, r,  # the row's list
+                                     tl.max(tl.where(oob, tl.abs(dest), 0), axis=0), KTOP)
+                tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
+                         mask=put & (dest >= 0) & (dest < KTOP))
+                n_above += tl.sum(is_above.to(tl.int32), axis=0)
+                n_at += tl.sum(is_at.to(tl.int32), axis=0)
+                x = x_next
+                page = page_next

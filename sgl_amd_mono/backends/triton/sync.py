@@ -151,6 +151,19 @@ def hand_off(sync_ptr, err_ptr, trace_ptr, S: tl.constexpr, epoch, ok, pid, laun
 
 
 @triton.jit
+def pass_stages(sync_ptr, trace_ptr, S0: tl.constexpr, S1: tl.constexpr, pid, N_STAGES: tl.constexpr,
+                SKIP_ARRIVE: tl.constexpr, TRACE: tl.constexpr):
+    """Stages S0..S1 that every program skips in this launch (a branch that all programs decide alike, from the
+    same inputs): this program arrives at each without waiting, so every counter still reaches epoch x NPROG.
+    TRACE stamps each one's arrival and exit."""
+    for s in tl.static_range(S0, S1 + 1):
+        stamp(trace_ptr, pid, 2 * s, N_STAGES, TRACE)
+        if s != SKIP_ARRIVE:
+            arrive(sync_ptr, s)
+        stamp(trace_ptr, pid, 2 * s + 1, N_STAGES, TRACE)
+
+
+@triton.jit
 def last_to_land(count_ptr, epoch, n_parts):
     """Count this task's part (its stores first) at an epoch-tagged arrival count that takes n_parts a
     launch; true for the launch's last part to land, which may then read all of them."""

@@ -38,10 +38,11 @@ class Tiles:
     # qkv_a in 6 k parts (126 tasks, most programs busy) instead of 4 (84): work 6.7 / 6.4 us at 1 / 8 rows
     # (results/final5_h200_trace.log) vs 8.7 / 8.7 (final4, in git at commit a6c80a3); swapped, 5.4-5.9 vs 6.9-7.2 at 1 / 4 / 8 rows
     # (results/trace_h200_swap_ab.log); the helper alone: results/probe_tiles_h200.log
+    # ks_a, bn_b, ks_b: 0 = the kind's (KIND_TILES)
     bn_a: int = 128
-    ks_a: int = 6
-    bn_b: int = 64
-    ks_b: int = 4
+    ks_a: int = 0
+    bn_b: int = 0
+    ks_b: int = 0
     bn_o: int = 128
     ks_o: int = 2
     be: int = 16
@@ -83,6 +84,11 @@ class Tiles:
     index_slices: int = 128
     index_block: int = 128
     index_scan: int = 512
+    # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
+    # registers (`stages_index.select_row`: index_short / 256 keys a thread); longer rows take the sliced radix
+    # select; 0: every row past the top-k takes it. A launch whose rows are all this short skips the sliced
+    # select's last four stages (each program arrives at them without waiting).
+    index_short: int = 8192
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
@@ -159,12 +165,18 @@ class Tiles:
             ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
 
-    def resolve(self, geo: Glm53Geometry, *, tp: int, width: int, n_programs: int) -> "Tiles":
-        """These tiles for one build, every 0 resolved: attention splits for the width (one split of 128
+    def for_kind(self, kind: str) -> "Tiles":
+        """The fields left 0 that a kind resolves (KIND_TILES)."""
+        if kind not in KIND_TILES:
+            raise ValueError(f"launch kind {kind!r} has no tile defaults (KIND_TILES: {sorted(KIND_TILES)})")
+        return dataclasses.replace(self, **{k: v for k, v in KIND_TILES[kind].items() if not getattr(self, k)})
+
+    def resolve(self, geo: Glm53Geometry, *, tp: int, width: int, n_programs: int, kind: str = "shared") -> "Tiles":
+        """These tiles for one build of `kind`, every 0 resolved: the kind's GEMV tiles, attention splits for the width (one split of 128
         slots a 128 top-k when the width's split count does not divide the top-k into whole blocks), split
         counts for the geometry, MoE down's columns and up's k parts for the grid. ValueError if the
         splits are not a power of two."""
-        t = self.for_width(width)
+        t = self.for_kind(kind).for_width(width)
         if geo.index_topk % t.nsplit or (geo.index_topk // t.nsplit) % t.att_blk:
             t = dataclasses.replace(t, nsplit=max(1, geo.index_topk // 128))
         if t.nsplit & (t.nsplit - 1):
@@ -179,6 +191,8 @@ class Tiles:
             raise ValueError(f"index_scan {self.index_scan} is not a power of two >= 64")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
+        if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
+            raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
 
     def for_programs(self, geo: Glm53Geometry, n_programs: int, *, tp: int, width: int) -> "Tiles":
@@ -200,6 +214,16 @@ class Tiles:
             t = dataclasses.replace(t, ks_u=best)
         return t
 
+
+# Per-kind defaults of the fields Tiles leaves 0: qkv_a's k parts, q_b's column tile and k parts. The shared
+# kind's are its measured ones (see bn_a). The indexer adds wk / weights_proj tasks to qkv_a and wq_b's 64 to
+# q_b (192 tasks on 132 programs at the shared kind's tiles): 4 k parts of qkv_a and q_b in 128-column tiles of 2
+# parts put each stage in one round of tasks. H200, TP8 8K, a decode row a request, one process
+# (results/indexer3_h200_time_specs.log): 147.8 / 218.8 us at 1 / 8 rows against 152.5 / 225.4.
+KIND_TILES: dict[str, dict] = {
+    "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
+    "indexer": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
+}
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
 # gfx950 (AOT survey, test/kernels/glm53/results/survey_gfx950.txt): the NVIDIA tiles at 8 wave64s

@@ -11,18 +11,23 @@ Its table is the shared kind's with the index work added to the attention half's
   absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
           head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
-          request), and the first radix digit's histogram
-  sel1..3 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
-  count   (row, slice): keys above the threshold and equal to it; and every row's list filled with -1
+          request), and the first radix digit's histogram of the rows that take the sliced select
+  sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
+          LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
+          one task's select over its scores in registers)
+  sel2..3 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
+  count   (row, slice): keys above the threshold and equal to it; and every sliced row's list filled with -1
   emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
-A row's keys are split into NSL slices (`dims.index_slices`: the tiles' index_slices / rows, a power of two) of
-whole IBLK-key blocks; a request of N rows splits its keys into N x NSL slices.
-then attn (reading `topk`) and the rest as the shared kind.
+The sliced rows are those past LS keys; a launch with none skips sel2 .. emit (each program arrives at them
+without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`dims.index_slices`: the tiles'
+index_slices / rows, a power of two) of whole IBLK-key blocks; a request of N rows splits its keys into N x NSL
+slices. Then attn (reading `topk`) and the rest as the shared kind.
 
 The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
 exactly the result of a radix select over the launch's own scores: the keys whose score is above the
 KTOP-th largest, in position order, then the keys whose score equals it, in position order, as many as make
-KTOP. Scores are compared as their order-preserving uint32 keys (so -0.0 sorts below +0.0).
+KTOP. Scores are compared as their order-preserving uint32 keys (so -0.0 sorts below +0.0). Both selections
+(one task a row, and the sliced radix select) give exactly this list.
 """
 
 from __future__ import annotations
@@ -104,14 +109,19 @@ def _stages() -> tuple[StageDef, ...]:
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
                                                        "rows_per_req"), ("scores", "hist0"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
+        StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"), ("hist1", "topk"),
+                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
+                                    "of the others: the whole list"),
         *(StageDef(f"sel{p}", bound, ("scores", "lengths", *(f"hist{q}" for q in range(p))), (f"hist{p}",),
-                   is_bound=True, doc=f"(row, slice): digit {p}'s histogram under the digits found")
-          for p in range(1, RADIX_PASSES)),
+                   is_bound=True, doc=f"(row, slice) of the sliced rows: digit {p}'s histogram under the digits found")
+          for p in range(2, RADIX_PASSES)),
         StageDef("count", lambda d: d.R * d.NSL + d.R,
                  ("scores", "lengths", *(f"hist{p}" for p in range(RADIX_PASSES))), ("cnt", "topk"), is_bound=True,
-                 doc="(row, slice): keys above the threshold and at it; then (row): its list filled with -1"),
+                 doc="(row, slice) of the sliced rows: keys above the threshold and at it; then (row): its list "
+                     "filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", *(f"hist{p}" for p in range(RADIX_PASSES))),
-                 ("topk",), is_bound=True, doc="(row, slice): the slice's selected keys in the row's list, as slots"),
+                 ("topk",), is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the "
+                                               "row's list, as slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
         a["w_uv"], a["o_proj"],
     )

@@ -12,6 +12,9 @@
 #          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
 #   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
+#   abtime the indexer's A/B against the tree in .carry/old (`git archive <commit> | tar -x -C .carry/old`): both
+#          trees' time builds precompiled, then ab_trees.sh (old, new, new, old) at $AB_WIDTHS (default 1 2 4 8)
+#          and $AB_CONTEXTS (default 8192 131072), a decode row a request
 # From the repo root with .whl carried; outputs flat under $OUT.
 set -u
 export PYTHONUNBUFFERED=1
@@ -40,6 +43,16 @@ if has pre; then
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
   timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
   wait; el "precompile"
+fi
+if has abtime; then
+  AB=(); for w in ${AB_WIDTHS:-1 2 4 8}; do for c in ${AB_CONTEXTS:-8192 131072}; do AB+=("|$w|bf16|||||$c"); done; done
+  (cd .carry/old && PYTHONPATH="$PWD:$PWD/$G:/tmp/site" timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 \
+     --builds "${AB[@]}") > "$OUT/idx_precompile_old.log" 2>&1 &
+  timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 --builds "${AB[@]}" > "$OUT/idx_precompile_ab.log" 2>&1 &
+  wait; el "precompile both trees"
+  OUT="$OUT/ab" KIND=indexer WIDTHS="${AB_WIDTHS:-1 2 4 8}" CONTEXTS="${AB_CONTEXTS:-8192 131072}" \
+    EXTRA="--shape decode" bash $G/ab_trees.sh > /dev/null 2>&1; el "ab_trees indexer rc=$?"
+  cat "$OUT/ab/ab_summary.txt" >> "$OUT/idx_summary.txt"
 fi
 if has blocking; then  # the one case that faulted (8K, several requests, recent keys), each launch waited on
   CUDA_LAUNCH_BLOCKING=1 timeout 150 python3 $G/check_topk.py --tp 8 --contexts 8192 --shapes requests --keys recent \
