@@ -73,7 +73,7 @@ def special(kind: str, case: str) -> None:
     nan: a NaN input row routes to experts 0.. (NaN ranks as -inf) and leaves the other rows' bits.
     invariant (indexer kinds): a corrupted histogram; the list's writes past its row must be dropped and the
     error word must name the stage and the row. alternate (indexer kinds): three launches on one plan, of rows
-    the sliced select takes, of rows all listed by one task (the sliced select's last four stages skipped), and
+    the sliced select takes, of rows all listed by one task (the sliced select's last three stages skipped), and
     of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
     for the next launch). guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the

@@ -106,7 +106,7 @@ def test_selection_invariant_reports_and_drops():
 
 def test_skipped_select_stages_keep_the_next_launch_exact():
     """Rows of 300 keys (sliced select: index_short 256 here), then rows of 200 (each listed by one task, so the
-    launch skips sel2 .. emit: every program arrives there without waiting), then other rows of 300 keys: every
+    launch skips sel2, sel3 and emit: every program arrives there without waiting), then other rows of 300 keys: every
     list is the exactness rule's over the launch's own scores and the oracle's set. Without the skipped stages
     zeroing their histograms' other parity, the third launch sums the first's counts into its own, and its
     threshold is wrong."""

@@ -2,7 +2,7 @@
 selects its own exact top-k (`glm53/kinds/indexer.py` is the table; its docstring states the exactness rule).
 
 The kernel is the table as stage calls: the attention half's front stages with the index work as task groups
-(`stages_attention.py`, `stages_index.py`), the indexer's own stages (score, the radix digits, count, emit),
+(`stages_attention.py`, `stages_index.py`), the indexer's own stages (score, the radix digits, emit),
 then the sparse MLA over the selected slots and the MoE (`kernel_halves.py`). Arguments come by name from the
 table (`launch.py`), as the shared kind's.
 """
@@ -82,7 +82,7 @@ def indexer_layer_kernel(
     C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr, C_DN_CNT: tl.constexpr, N_STAGES: tl.constexpr,
     S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr, S_LATENT: tl.constexpr, S_Q_B: tl.constexpr,
     S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr, S_SEL1: tl.constexpr, S_SEL2: tl.constexpr, S_SEL3: tl.constexpr,
-    S_COUNT: tl.constexpr, S_EMIT: tl.constexpr, S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr,
+    S_EMIT: tl.constexpr, S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr,
     S_NORM2: tl.constexpr, S_GATE: tl.constexpr, S_ROUTE: tl.constexpr, S_UP: tl.constexpr, S_ACT: tl.constexpr,
     S_DOWN: tl.constexpr,
     T_NORM1: tl.constexpr, T_QKV_A: tl.constexpr, T_LATENT: tl.constexpr, T_Q_B: tl.constexpr,
@@ -141,42 +141,41 @@ def indexer_layer_kernel(
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
                           u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_I, KS_IQ)
+    # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
+    # the indexer's stages: loaded here, their round trip inside absorb's hand-off
+    lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)
+    rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr,
-                rows_per_req_ptr, scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_SCORE, R,
-                IH, ID, KTOP, PMAX, NSL, IBLK, LS, NPROG, SKIP_MASK, COUNT_TASKS)
+    index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
+                hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, NPROG,
+                SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, err_ptr,
-                       launch_id, epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                       SKIP_MASK, COUNT_TASKS)
-    index.listed_rows(scores_ptr, lengths_ptr, page_table_ptr, topk_ptr, err_ptr, launch_id, pid, ok, task_count_ptr,
-                      S_SEL1, R, KTOP, PMAX, ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS)
+    index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, cnt_ptr, topk_ptr, epoch,
+                       pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
+                       COUNT_TASKS)
+    index.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
+                      LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    # the sliced select's last four stages, only when a row takes it: every program reads the same lengths, so
+    # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
-    if index.any_sliced_row(lengths_ptr, R, LS, PMAX * 64):
-        index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, err_ptr,
-                           launch_id, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                           NPROG, SKIP_MASK, COUNT_TASKS)
+    if index.any_sliced_row(lens, LS):
+        index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, cnt_ptr, topk_ptr,
+                           epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                           SKIP_MASK, COUNT_TASKS)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        index.select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, err_ptr,
-                           launch_id, epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                           NPROG, SKIP_MASK, COUNT_TASKS)
+        index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, cnt_ptr, topk_ptr,
+                           epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                           SKIP_MASK, COUNT_TASKS)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        index.count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                    launch_id, epoch, pid, ok, task_count_ptr, S_COUNT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                    SKIP_MASK, COUNT_TASKS)
-        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_COUNT, epoch, ok, pid, launch_id, bound,
-                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        index.emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr,
-                   topk_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN,
-                   LS, NPROG, SKIP_MASK, COUNT_TASKS)
+        index.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
+                   err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                   NPROG, SKIP_MASK, COUNT_TASKS)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

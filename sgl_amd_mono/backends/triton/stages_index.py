@@ -30,6 +30,7 @@ PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
 BINS: tl.constexpr = tl.constexpr(256)
+RADIX_LAST: tl.constexpr = tl.constexpr(3)  # the last of the four 8-bit digits
 
 
 @triton.jit
@@ -233,12 +234,10 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
-def any_sliced_row(lengths_ptr, R: tl.constexpr, LS: tl.constexpr, CAP: tl.constexpr):
-    """Whether a row of this step takes the sliced select (its length, clamped to CAP, past LS): the same answer in
-    every program, so every program takes the same branch around that select's stages."""
-    rows = tl.arange(0, 16)
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + rows, mask=rows < R, other=0), 0), CAP)
-    return tl.max(n, axis=0) > LS
+def any_sliced_row(lens, LS: tl.constexpr):
+    """Whether a row of this step takes the sliced select (its length past LS; lens: `row_lengths`): the same
+    answer in every program, so every program takes the same branch around that select's stages."""
+    return tl.max(lens, axis=0) > LS
 
 
 @triton.jit
@@ -256,8 +255,8 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 
 
 @triton.jit
-def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr,
-          scores_ptr, hist0_ptr, err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr,
+def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr, hist0_ptr,
+          epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
@@ -266,12 +265,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
     hist0[epoch % 2] (integer atomics). Rows of a request are rows_per_req consecutive rows sharing a page table;
     its keys split into (its rows x NSL) slices, the tasks of its rows' places (task t: unit row t // NSL). The
-    request's first row's query and head weights load once a task (a decode request's only row)."""
+    request's first row's query and head weights load once a task (a decode request's only row). lens: every
+    row's length (`row_lengths`); rpr: rows_per_req."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, SCOL, S)
-    rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -331,16 +329,18 @@ def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
 
 
 @triton.jit
-def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, err_ptr,
-                 launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-                 KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
-                 LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Task (row r, slice) of the rows past LS keys: radix digit P (bits 31 - 8P .. 24 - 8P) of the slice's keys
-    whose higher digits are the prefix found so far, counted into hist_out[epoch % 2]."""
+def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, cnt_ptr, topk_ptr, epoch,
+                 pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+                 PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
+    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far, counted into
+    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
+    programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
@@ -353,14 +353,28 @@ def select_digit(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
             _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
             h = tl.zeros((BINS,), dtype=tl.int32)
+            above = rlen * 0  # keys above the prefix (P == 3's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
                 u = order_key(x)
-                hit = (tt < s1) & ((u >> (32 - 8 * P)).to(tl.int64) == prefix)
+                high = (u >> (32 - 8 * P)).to(tl.int64)
+                hit = (tt < s1) & (high == prefix)
                 h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                if P == RADIX_LAST:
+                    above += tl.sum(((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
                 x = x_next
             tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+            if P == RADIX_LAST:
+                tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
+                tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
+    if P == RADIX_LAST:
+        KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+        for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
+            if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+                count_task(task_count_ptr, S, COUNT_TASKS)
+                for k0 in range(0, KTOP, KB):
+                    tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
 
 
 @triton.jit
@@ -399,13 +413,11 @@ def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr
 
 
 @triton.jit
-def listed_rows(scores_ptr, lengths_ptr, page_table_ptr, topk_ptr, err_ptr, launch_id, pid, ok, task_count_ptr,
-                S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr,
+def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr,
                 LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
     keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
     one: `select_row`."""
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, PMAX * PAGE, S)
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
     for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
@@ -422,57 +434,19 @@ def listed_rows(scores_ptr, lengths_ptr, page_table_ptr, topk_ptr, err_ptr, laun
 
 
 @triton.jit
-def count(scores_ptr, lengths_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-          epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
-          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """Tasks (row r, slice s) of the rows past LS keys: the slice's keys above the threshold key and equal to
-    it, at cnt[r, s]. Then R tasks on the last programs: such a row's list filled with -1 (emit writes over it)."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    parity = epoch & 1
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
-    blk = tl.arange(0, ISCAN)
-    for t in tl.range(pid, live_tasks(R * NSL, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        r = t // NSL
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            _, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
-            above = rlen * 0
-            at = rlen * 0
-            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
-                tt = t0 + blk
-                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
-                u = order_key(x).to(tl.int64)
-                above += tl.sum(((tt < s1) & (u > thr)).to(tl.int32), axis=0)
-                at += tl.sum(((tt < s1) & (u == thr)).to(tl.int32), axis=0)
-                x = x_next
-            tl.store(cnt_ptr + t * 2, above)
-            tl.store(cnt_ptr + t * 2 + 1, at)
-    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            for k0 in range(0, KTOP, KB):
-                tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
-
-
-@triton.jit
-def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
-         err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
+         launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
-    them (position order throughout). An entry that would land outside the row's list (the counts and the
-    threshold disagree: a bug) is dropped and the error word written (ERR_INVARIANT: this stage, the row, the
-    entry, KTOP)."""
+    them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
+    counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
+    outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
-    lens = row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid < 0, R, SCOL, S)
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     sls = tl.arange(0, NSL)
@@ -483,13 +457,16 @@ def emit(scores_ptr, lengths_ptr, page_table_ptr, hist0_ptr, hist1_ptr, hist2_pt
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            # every load that needs no histogram issued first: the scores, the page ids, the slices' counts
+            # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            before = sls < s
-            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg"), axis=0)
-            n_at = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg"), axis=0)
             need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 valid = tt < s1

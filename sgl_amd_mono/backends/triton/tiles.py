@@ -85,10 +85,12 @@ class Tiles:
     index_block: int = 128
     index_scan: int = 512
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
-    # registers (`stages_index.select_row`: index_short / 256 keys a thread); longer rows take the sliced radix
-    # select; 0: every row past the top-k takes it. A launch whose rows are all this short skips the sliced
-    # select's last four stages (each program arrives at them without waiting).
-    index_short: int = 8192
+    # registers (`stages_index.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
+    # takes it (rows of at most top-k keys are listed by one task either way, and a launch with no sliced row skips
+    # that select's last three stages). 0 on the H200: one process, TP8 8K, a decode row a request
+    # (results/indexer4_h200_*): 179.1 / 247.5 us at 1 / 8 rows with 8192 against 147.4 / 217.2 with 0 (sel1's
+    # one task per row took 56 us: 32 block-wide counts, 15.4 us of the 19.3 us it takes alone, probe_select.py).
+    index_short: int = 0
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2

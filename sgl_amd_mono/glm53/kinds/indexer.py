@@ -15,8 +15,10 @@ Its table is the shared kind's with the index work added to the attention half's
   sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
-  sel2..3 (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
-  count   (row, slice): keys above the threshold and equal to it; and every sliced row's list filled with -1
+  sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
+  sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
+          (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
+          sliced row's list filled with -1
   emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
 The sliced rows are those past LS keys; a launch with none skips sel2 .. emit (each program arrives at them
 without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`dims.index_slices`: the tiles'
@@ -82,7 +84,8 @@ INDEX_SCRATCH = (
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
       for p in range(RADIX_PASSES)),
-    B("cnt", lambda d: (d.R, d.NSL, 2), "i32", "a slice's keys above the threshold and equal to it"),
+    B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
+      "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
 
 
@@ -112,13 +115,12 @@ def _stages() -> tuple[StageDef, ...]:
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"), ("hist1", "topk"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
                                     "of the others: the whole list"),
-        *(StageDef(f"sel{p}", bound, ("scores", "lengths", *(f"hist{q}" for q in range(p))), (f"hist{p}",),
-                   is_bound=True, doc=f"(row, slice) of the sliced rows: digit {p}'s histogram under the digits found")
-          for p in range(2, RADIX_PASSES)),
-        StageDef("count", lambda d: d.R * d.NSL + d.R,
-                 ("scores", "lengths", *(f"hist{p}" for p in range(RADIX_PASSES))), ("cnt", "topk"), is_bound=True,
-                 doc="(row, slice) of the sliced rows: keys above the threshold and at it; then (row): its list "
-                     "filled with -1"),
+        StageDef("sel2", bound, ("scores", "lengths", "hist0", "hist1"), ("hist2",), is_bound=True,
+                 doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found"),
+        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "hist0", "hist1", "hist2"),
+                 ("hist3", "cnt", "topk"), is_bound=True,
+                 doc="(row, slice) of the sliced rows: digit 3's histogram under the digits found, and the slice's "
+                     "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", *(f"hist{p}" for p in range(RADIX_PASSES))),
                  ("topk",), is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the "
                                                "row's list, as slots"),

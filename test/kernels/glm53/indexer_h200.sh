@@ -14,7 +14,7 @@
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
 #   abtime the indexer's A/B against the tree in .carry/old (`git archive <commit> | tar -x -C .carry/old`): both
 #          trees' time builds precompiled, then ab_trees.sh (old, new, new, old) at $AB_WIDTHS (default 1 2 4 8)
-#          and $AB_CONTEXTS (default 8192 131072), a decode row a request
+#          and $AB_CONTEXTS (default 8192 131072), a decode row a request; $AB_SPEC: tile overrides for both trees
 # From the repo root with .whl carried; outputs flat under $OUT.
 set -u
 export PYTHONUNBUFFERED=1
@@ -45,13 +45,13 @@ if has pre; then
   wait; el "precompile"
 fi
 if has abtime; then
-  AB=(); for w in ${AB_WIDTHS:-1 2 4 8}; do for c in ${AB_CONTEXTS:-8192 131072}; do AB+=("|$w|bf16|||||$c"); done; done
+  AB=(); for w in ${AB_WIDTHS:-1 2 4 8}; do for c in ${AB_CONTEXTS:-8192 131072}; do AB+=("${AB_SPEC:-}|$w|bf16|||||$c"); done; done
   (cd .carry/old && PYTHONPATH="$PWD:$PWD/$G:/tmp/site" timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 \
      --builds "${AB[@]}") > "$OUT/idx_precompile_old.log" 2>&1 &
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 --builds "${AB[@]}" > "$OUT/idx_precompile_ab.log" 2>&1 &
   wait; el "precompile both trees"
   OUT="$OUT/ab" KIND=indexer WIDTHS="${AB_WIDTHS:-1 2 4 8}" CONTEXTS="${AB_CONTEXTS:-8192 131072}" \
-    EXTRA="--shape decode" bash $G/ab_trees.sh > /dev/null 2>&1; el "ab_trees indexer rc=$?"
+    EXTRA="--shape decode ${AB_SPEC:+--tiles $AB_SPEC}" bash $G/ab_trees.sh > /dev/null 2>&1; el "ab_trees indexer rc=$?"
   cat "$OUT/ab/ab_summary.txt" >> "$OUT/idx_summary.txt"
 fi
 if has blocking; then  # the one case that faulted (8K, several requests, recent keys), each launch waited on
