@@ -3,7 +3,8 @@
 #   pre    precompile every build the parts below use
 #   blocking  check_topk's 8K case of several requests and recent keys with CUDA_LAUNCH_BLOCKING=1
 #   check  check_layer --kind indexer at TP8 rows 1 / 2 / 4 / 8, 8K, bf16 (every control)
-#   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 8 at 8K
+#   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 2 / 4 at 8K (the widths
+#          the spec builds at TP1)
 #   trace  per-stage traces at rows 1 / 8 at 8K, 1 at 128K, a decode row a request; then at 8K rows 1 / 8 for each
 #          tile spec in $SPECS (';'-separated, e.g. 'bn_iq=64,ks_iq=2;index_scan=256')
 #   time   time_layers of both kinds in one run (1 / 2 / 4 / 8 rows, 8K and 128K; the indexer's a decode row a
@@ -36,7 +37,7 @@ if has pre; then
   has trace && { B+=("|1|bf16|||1||8192" "|8|bf16|||1||8192" "|1|bf16|||1||131072");
                  for s in "${SP[@]}"; do B+=("$s|1|bf16|||1||8192" "$s|8|bf16|||1||8192"); done; }
   has more && B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|4|fp8|||||8192" "|8|fp8|||||8192" "|1|bf16||||1|8192"
-                  "|8|bf16||||1|8192")
+                  "|2|bf16||||1|8192" "|4|bf16||||1|8192")
   has specs && for s in "${TS[@]}"; do for w in ${SPEC_WIDTHS:-1 8}; do for c in ${SPEC_CONTEXTS:-8192}; do
     B+=("$s|$w|bf16|||||$c"); done; done; done
   has topk && for c in ${TOPK_CONTEXTS:-8192 131072 300000}; do B+=("|4|bf16|||||$c" "|8|bf16|||||$c"); done
@@ -94,7 +95,7 @@ if has more; then
     > "$OUT/idx_check_tp8_128k.log" 2>&1; el "check indexer 128K rc=$?"
   timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
     > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 8 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
     > "$OUT/idx_check_tp1.log" 2>&1; el "check indexer TP1 rc=$?"
 fi
 if has ab; then

@@ -198,11 +198,26 @@ def _index_rows(buf, slots):
     return keys[s // INDEX_PAGE, s % INDEX_PAGE].view(FP8).float() * scales[s // INDEX_PAGE, s % INDEX_PAGE][:, None]
 
 
+def _layer_on_list(geo, weights, step, topk) -> dict:
+    """The oracle's layer attending to a given list (the launch's own): o, residual_out and out of
+    layer.shared_layer over a copy of the step's MLA cache."""
+    aw, _, mw = weights
+    kv = step.kv_cache.clone()
+    outs = layer.shared_layer(geo, aw, mw, hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
+                              kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv, out_loc=step.out_loc,
+                              topk_slots=topk)
+    return {k: outs[k] for k in ("o", "residual_out", "out")}
+
+
 def _indexer_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
     """The layer's comparisons, and the indexer's: this step's index keys (dequantized); the list entry by entry
     against the exactness rule over the launch's own scores (max_abs of the slots: 0 is every entry the rule's);
-    the list as a set against the oracle's (missed: the worst row's fraction of the oracle's list it lacks)."""
-    vals = _layer_compare("indexer", geo, outs, caches, ref, caches_ref, step, plan, weights[2])
+    the list as a set against the oracle's (missed: the worst row's fraction of the oracle's list it lacks). The
+    layer's outputs are compared with the oracle's layer attending to the launch's own list, so keys at the
+    threshold that trade places between the launch's fp8 scores and the oracle's (which `missed` bounds) do not
+    count there, and a wrong attention or MoE still fails (as the routing is compared on the launch's norm2)."""
+    own = _layer_on_list(geo, weights, step, outs["topk"])
+    vals = _layer_compare("indexer", geo, outs, caches, {**ref, **own}, caches_ref, step, plan, weights[2])
     slots = step.out_loc[: step.live]
     vals["indexer.index_k_cache.max_abs"] = nm.max_abs(_index_rows(caches["index_k_cache"], slots),
                                                  _index_rows(caches_ref["index_k_cache"], slots))
