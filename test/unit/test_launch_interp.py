@@ -68,6 +68,18 @@ def test_build_options_change_no_bit():
         assert pinned[(kind, "w2_options")] == pinned[(kind, "w2")] == pinned[(kind, "w2_gfx950")]
 
 
+def test_index_score_options_change_no_bit():
+    """The indexer's score loop with its dots swapped (keys @ queries^T: an fp8 wgmma on sm_90) and pipelined by
+    Triton (tiles index_swap, index_pipe; each of w3's 3 decode requests takes the pipelined loop): under the
+    interpreter, whose dots are exact, the same bits as w3's default build, and every list the rule's."""
+    r, res = _run("indexer", "w3_index_options")
+    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
+    for name, bound in registry.get("indexer").interp_bounds["w3"].items():
+        assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
+    assert res["digests"] == _pinned()[("indexer", "w3")]
+    assert res["task_counts_ok"] is True, res["task_counts_ok"]
+
+
 def test_missed_deadline_reports_error_word():
     r, _ = _run("shared", "deadline")
     assert r.returncode != 0

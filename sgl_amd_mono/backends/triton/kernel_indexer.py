@@ -25,11 +25,13 @@ def constexprs(d: LayerDims) -> dict:
     """The shared kind's constexprs and the indexer's sizes (IH index heads, ID their dim, PMAX pages a
     row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scoring step covers, ISCAN
     keys a selection step covers, ISHORT the longest row one task selects (0: none), LS the longest row whose
-    list one task writes, max(KTOP, ISHORT), IQG heads an index-query task covers) and tiles (KS_I: wk's and
+    list one task writes, max(KTOP, ISHORT), ISWAP / IPIPE the score loop's swapped dots and pipeline depth, IQG
+    heads an index-query task covers) and tiles (KS_I: wk's and
     weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
             "ISCAN": t.index_scan, "ISHORT": t.index_short, "LS": max(d.KTOP, t.index_short),
+            "ISWAP": t.index_swap, "IPIPE": t.index_pipe,
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "BN_IQ": t.bn_iq, "KS_IQ": t.ks_iq}
 
 
@@ -67,7 +69,8 @@ def indexer_layer_kernel(
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
     IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-    ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+    ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr,
+    IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -149,8 +152,8 @@ def indexer_layer_kernel(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
-                hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, NPROG,
-                SKIP_MASK, COUNT_TASKS)
+                hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
+                NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, cnt_ptr, topk_ptr, epoch,

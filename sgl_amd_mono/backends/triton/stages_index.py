@@ -241,12 +241,18 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr):
+def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums), stored at scores_ptr + tt (tt < end). If is_hist and the row takes
-    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS]."""
-    dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
-    sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS].
+    SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's rows, an fp8 wgmma on sm_90) instead of
+    q @ k^T ([IH, IBLK]: 32 heads as rows, an mma.sync of f16-converted tiles)."""
+    if SWAP:
+        dots_t = tl.dot(k, tl.trans(q))  # [IBLK, IH] f32
+        sc = tl.sum(tl.maximum(dots_t, 0.0) * hw[None, :], axis=1) * ks
+    else:
+        dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
+        sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
         hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < end) & (tt < rlen) & (rlen > LS))
@@ -255,18 +261,66 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 
 
 @triton.jit
+def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
+                  r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
+                  SCOL: tl.constexpr, SWAP: tl.constexpr):
+    """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
+    weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
+    of the block after that while those keys load (no wait on a load before the dots but the keys' own)."""
+    rows = tl.arange(0, 16)
+    heads = tl.arange(0, IH)
+    dims = tl.arange(0, ID)
+    blk = tl.arange(0, IBLK)
+    tn = s0 + blk
+    page = tl.load(pt + tn // PAGE, mask=tn < s1, other=0)
+    k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+    page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
+    for t0 in tl.range(s0, s1, IBLK, num_stages=1):  # prefetched by hand
+        tt = t0 + blk
+        tn = tt + IBLK
+        k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+        page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
+        h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP)
+        for j in range(1, nrows):  # a verify request's other rows
+            r = r0 + j
+            q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
+            hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
+            h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
+                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP)
+        k, ks = k_next, ks_next
+    return h
+
+
+@triton.jit
+def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
+                    HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
+                    PIPE: tl.constexpr):
+    """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
+    stages (on sm_90 the keys go to shared memory by cp.async, PIPE - 1 blocks ahead); HIST: digit 0 counted."""
+    dims = tl.arange(0, ID)
+    blk = tl.arange(0, IBLK)
+    for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+        tt = t0 + blk
+        page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
+        k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+        h = score_keys(q0, hw0, k, ks, scores_row_ptr, tt, s1, h, 0, len0, HIST, LS, SWAP)
+    return h
+
+
+@triton.jit
 def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr, hist0_ptr,
           epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-          NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
-          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+          NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
+          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
     hist0[epoch % 2] (integer atomics). Rows of a request are rows_per_req consecutive rows sharing a page table;
     its keys split into (its rows x NSL) slices, the tasks of its rows' places (task t: unit row t // NSL). The
     request's first row's query and head weights load once a task (a decode request's only row). lens: every
-    row's length (`row_lengths`); rpr: rows_per_req."""
+    row's length (`row_lengths`); rpr: rows_per_req. SWAP: the dots swapped (`score_keys`); PIPE > 0: a decode
+    request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
@@ -284,30 +338,25 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
             pt = page_table_ptr + r0 * PMAX
-            # one block ahead: the next block's keys load while this one's are scored, and the page ids of the
-            # block after that while those keys load (no wait on a load before the dots but the keys' own)
-            tn = s0 + blk
-            page = tl.load(pt + tn // PAGE, mask=tn < s1, other=0)
-            k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
-            page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
             q0 = tl.load(iq_ptr + (r0 * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw0 = tl.load(head_w_ptr + r0 * IH + heads, cache_modifier=".cg")
             len0 = tl.sum(tl.where(rows == r0, lens, 0), axis=0)
             is_hist = blen > LS  # a row of the request takes the sliced select
             h = tl.zeros((16, BINS), dtype=tl.int32)  # digit 0's histogram of each of the request's rows
-            for t0 in tl.range(s0, s1, IBLK, num_stages=1):  # prefetched by hand
-                tt = t0 + blk
-                tn = tt + IBLK
-                k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
-                page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
-                h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS)
-                for j in range(1, nrows):  # a verify request's other rows
-                    r = r0 + j
-                    q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
-                    hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
-                    h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
-                                   tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS)
-                k, ks = k_next, ks_next
+            if PIPE > 0:
+                if nrows == 1:  # a decode request: its row's loop pipelined by Triton, digit 0 counted or not
+                    if is_hist:
+                        h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
+                                            scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE)
+                    else:
+                        h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
+                                            scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE)
+                else:
+                    h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
+                                      scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP)
+            else:
+                h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
+                                  scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP)
             if is_hist:
                 for j in range(0, nrows):
                     r = r0 + j

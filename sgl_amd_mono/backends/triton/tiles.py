@@ -91,6 +91,14 @@ class Tiles:
     # (results/indexer4_h200_*): 179.1 / 247.5 us at 1 / 8 rows with 8192 against 147.4 / 217.2 with 0 (sel1's
     # one task per row took 56 us: 32 block-wide counts, 15.4 us of the 19.3 us it takes alone, probe_select.py).
     index_short: int = 0
+    # index_swap: the score dots as keys @ queries^T (an fp8 wgmma on sm_90; its reduced-precision sums within
+    # indexer.scores.max_rel) instead of queries @ keys^T (an mma.sync of f16-converted tiles); index_pipe: a decode
+    # request's score loop software-pipelined by Triton over that many stages (the keys by cp.async into shared
+    # memory) instead of prefetched by hand a block ahead (0). sm_90 AOT of the score loop alone (CPU, Triton 3.8,
+    # `probe_score.py --sass`): 715 instructions a block with digit 0 at the defaults, 455 swapped, 242 swapped and
+    # pipelined over 3 stages. Not run on a GPU yet: off until an H200 A/B takes them.
+    index_swap: bool = False
+    index_pipe: int = 0
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
@@ -193,6 +201,8 @@ class Tiles:
             raise ValueError(f"index_scan {self.index_scan} is not a power of two >= 64")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
+        if self.index_pipe < 0 or self.index_pipe == 1 or self.index_pipe > 8:
+            raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)

@@ -1,0 +1,146 @@
+"""The indexer's score loop alone (`stages_index.key_block` + `score_keys`, a decode row's task over its slice):
+its sm_90 instruction mix from an AOT compile on a CPU, or its time on a GPU.
+
+python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's opcodes, with and without digit 0
+python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
+Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
+loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or swapped (SWAP), prefetched by hand or
+software-pipelined by Triton (PIPE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from sgl_amd_mono.backends.triton import stages_index as index
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+IH, ID, PAGE = 32, 128, 64
+
+
+@triton.jit
+def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
+                 n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
+                 HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr):
+    """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
+    next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
+    the loads inside the loop, software-pipelined by Triton over PIPE stages."""
+    pid = tl.program_id(0)
+    heads = tl.arange(0, IH)
+    dims = tl.arange(0, ID)
+    blk = tl.arange(0, IBLK)
+    s0 = pid * n_keys
+    s1 = s0 + n_keys
+    q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
+    hw0 = tl.load(head_w_ptr + heads)
+    h = tl.zeros((16, 256), dtype=tl.int32)
+    if PIPE == 0:
+        tn = s0 + blk
+        page = tl.load(page_table_ptr + tn // 64, mask=tn < s1, other=0)
+        k, ks = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+        page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
+        for t0 in tl.range(s0, s1, IBLK, num_stages=1):
+            tt = t0 + blk
+            tn = tt + IBLK
+            k_next, ks_next = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
+            page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
+            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP)
+            k, ks = k_next, ks_next
+    else:
+        for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+            tt = t0 + blk
+            page = tl.load(page_table_ptr + tt // 64, mask=tt < s1, other=0)
+            k, ks = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP)
+    tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
+
+
+VARIANTS = [(False, False, 0), (True, False, 0), (False, True, 0), (True, True, 0), (True, True, 3), (True, False, 3)]
+
+
+def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0) -> tuple[dict, dict]:
+    sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
+           "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
+    consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe}
+    return sig, consts
+
+
+def sass_report(iblk: int) -> None:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    import sass_mix
+
+    for hist, swap, pipe in VARIANTS:
+        sig, consts = _sig(hist, iblk, 4096, swap, pipe)
+        full = dict(sig, **{k: "constexpr" for k in consts})
+        attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(full.items())
+                 if t.startswith("*") or n == "stride_index_k_cache"}
+        k = triton.compile(ASTSource(_score_probe, full, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 8})
+        import subprocess
+        import tempfile
+
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "k.cubin")
+            with open(path, "wb") as f:
+                f.write(k.asm["cubin"])
+            text = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+        mix = sass_mix.loop_mix(text)
+        ptx = k.asm["ptx"]
+        from sgl_amd_mono.backends.triton.survey import _ptxas_usage
+
+        use = _ptxas_usage(ptx)
+        print(f"HIST={hist} SWAP={swap} PIPE={pipe} IBLK={iblk}: registers {use['regs']}, spill bytes {use['spill_bytes']}; loop body "
+              f"{sum(mix.values())} instructions", flush=True)
+        print("  " + ", ".join(f"{op} {n}" for op, n in mix.most_common(40)), flush=True)
+        wide = collections.Counter(w for w in ("ld.global.v4", "ld.global.v2", "ld.global.b8", "ld.global.u8",
+                                               "ld.global.L1::evict_last") if w in ptx for _ in range(ptx.count(w)))
+        print(f"  PTX loads: {dict(wide)}; wgmma {ptx.count('wgmma.mma_async')}, mma.sync {ptx.count('mma.sync')}, "
+              f"bar.sync {ptx.count('bar.sync')}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--sass", action="store_true", help="CPU: compile for sm_90 and print the loop's instructions")
+    p.add_argument("--keys", type=int, nargs="+", default=[1024, 8192], help="keys a program scores (GPU)")
+    p.add_argument("--iblk", type=int, default=128)
+    a = p.parse_args()
+    if a.sass:
+        return sass_report(a.iblk)
+    from timing import graph_time_us
+
+    nprog, pmax = 132, 4096
+    g = torch.Generator(device="cuda").manual_seed(3)
+    for keys in a.keys:
+        pages = -(-keys * nprog // PAGE)
+        cache = torch.randint(0, 120, (pages, PAGE * (ID + 4)), dtype=torch.uint8, device="cuda", generator=g)
+        cache.view(-1, PAGE * (ID + 4))[:, PAGE * ID:] = 0
+        cache[:, PAGE * ID:].view(torch.float32).copy_(torch.rand(pages, PAGE, device="cuda", generator=g))
+        pt = torch.randperm(pages, device="cuda", generator=g).to(torch.int32)
+        iq = torch.randn(IH, ID, device="cuda", generator=g).to(torch.float8_e4m3fn)
+        hw = torch.randn(IH, device="cuda", generator=g)
+        scores = torch.empty(keys * nprog, device="cuda")
+        hist = torch.zeros(256, dtype=torch.int32, device="cuda")
+        for h, sw, pipe in VARIANTS:
+            def fn(h=h, sw=sw, pipe=pipe):
+                _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=a.iblk,
+                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, num_warps=8)
+            us = graph_time_us(fn)
+            mb = keys * nprog * (ID + 4) / 1e6
+            print(f"keys {keys} a program, {nprog} programs, HIST={h} SWAP={sw} PIPE={pipe}: {us:.1f} us ({mb:.1f} MB of keys, "
+                  f"{mb / us:.2f} TB/s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
