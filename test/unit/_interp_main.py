@@ -76,12 +76,13 @@ def special(kind: str, case: str) -> None:
     error word must name the stage and the row. alternate (indexer kinds): three launches on one plan, of rows
     the sliced select takes, of rows all listed by one task (the sliced select's last three stages skipped), and
     of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
-    for the next launch). guarded: every step input, cache, weight, scratch and output
+    for the next launch). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
+    by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
     process; the launch must give the same bits (outputs and caches) as on the plain tensors."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
-    width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2}.get(case, 1)
+    width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2, "ranks": 3}.get(case, 1)
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case == "deadline":
@@ -120,6 +121,18 @@ def special(kind: str, case: str) -> None:
         plan.check_error()
         res["guarded_same_bits"] = {k: torch.equal(out[k], plain[k]) for k in plain}
         res["guarded_same_bits"].update({n: torch.equal(gcaches[n], caches[n]) for n in caches})
+        print(json.dumps(res))
+        return
+    if case == "ranks":  # the tail at TP2: each rank's vocab shard of the logits, cut from one full draw
+        full = plan.run(layer, vars(step))["logits"].clone()
+        shards = []
+        for rank in range(2):
+            w_r = kc.weights(geo, tp=2, seed=3, device="cpu", rank=rank)
+            p2 = kinds.plan(kind, geo, tp=2, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts,
+                            tiles=tiles_of(""))
+            shards.append(p2.run(p2.bind(kc.tensors(w_r)), vars(step))["logits"].clone())
+        res["ranks_concat_equal"] = bool(torch.equal(torch.cat(shards, dim=1), full))
+        res["shard_shapes"] = [list(t.shape) for t in shards]
         print(json.dumps(res))
         return
     if case == "alternate":  # sliced, all-listed (the sliced select's last stages skipped), sliced again
@@ -176,7 +189,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded", "alternate"):
+    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "ranks"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]
@@ -199,7 +212,7 @@ def main(kind: str, case: str) -> None:
         res["task_counts_ok"] = True
     except ValueError as e:
         res["task_counts_ok"] = str(e)
-    allowed = set(step.out_loc.tolist())
+    allowed = set(step.out_loc.tolist()) if hasattr(step, "out_loc") else set()  # kinds with no cache: none
     res["cache_rows_outside_out_loc"] = sum(len(registry.changed_slots(n, c0, caches[n]) - allowed)
                                             for n, c0 in kc.caches(step).items())
     res["cache_rows_differ"] = sum(len(registry.changed_slots(n, caches_ref[n], caches[n])) for n in caches)

@@ -13,6 +13,7 @@ log = logging.getLogger(__name__)
 KINDS = {
     "shared": "sgl_amd_mono.backends.triton.kernel_shared",
     "indexer": "sgl_amd_mono.backends.triton.kernel_indexer",
+    "tail": "sgl_amd_mono.backends.triton.kernel_tail",
 }
 
 

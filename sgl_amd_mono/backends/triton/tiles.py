@@ -99,6 +99,7 @@ class Tiles:
     # pipelined over 3 stages. Not run on a GPU yet: off until an H200 A/B takes them.
     index_swap: bool = False
     index_pipe: int = 0
+    bn_v: int = 128  # the tail kind: LM-head rows a task (not yet run on a GPU)
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
@@ -235,6 +236,7 @@ class Tiles:
 KIND_TILES: dict[str, dict] = {
     "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
     "indexer": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
+    "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # unread by it: the shared kind's, so every field resolves
 }
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.

@@ -23,6 +23,7 @@ from sgl_amd_mono.glm53 import layer
 from sgl_amd_mono.glm53.indexer import INDEX_PAGE, order_keys, radix_select
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
 from sgl_amd_mono.glm53.kinds import shared as shared_kind
+from sgl_amd_mono.glm53.kinds import tail as tail_kind
 
 FP8 = torch.float8_e4m3fn
 
@@ -295,6 +296,60 @@ def _indexer_controls(geo, weights):
     return out
 
 
+# ---------------- tail ----------------
+@dataclasses.dataclass(frozen=True)
+class TailWeights:
+    final_norm: torch.Tensor  # [D] bf16
+    lm_head: torch.Tensor  # [V / tp, D] bf16: this rank's vocab rows
+
+
+@dataclasses.dataclass(frozen=True)
+class TailStep:
+    hidden: torch.Tensor  # [R, D] bf16
+    residual: torch.Tensor  # [R, D] bf16
+
+
+def _tail_weights(geo, *, tp, seed, device, rank=0):
+    """Rank `rank`'s vocab rows of one full draw (SGLang's ParallelLMHead shards rows in rank order)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    norm = (1.0 + 0.1 * torch.randn(geo.hidden, generator=g)).to(torch.bfloat16)
+    head = (torch.randn(geo.vocab, geo.hidden, generator=g) * geo.hidden**-0.5).to(torch.bfloat16)
+    v = geo.shard(tp).vocab
+    return TailWeights(final_norm=norm.to(device), lm_head=head[rank * v:(rank + 1) * v].contiguous().to(device))
+
+
+def _tail_step(geo, *, width, context, kv_dtype, seed, device):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    h = torch.randn(width, geo.hidden, generator=g).to(torch.bfloat16)
+    r = (torch.randn(width, geo.hidden, generator=g) * 4).to(torch.bfloat16)
+    return TailStep(hidden=h.to(device), residual=r.to(device))
+
+
+def _tail_oracle(geo, weights, step):
+    """SGLang's tail in torch: its RMSNorm with the residual, then the bf16 LM head in f32 (`_get_logits`; pinned by
+    test_reference_pinned.test_lm_head_logits)."""
+    from sgl_amd_mono.backends import reference as ref
+
+    normed, _ = ref.rms_norm(step.hidden, weights.final_norm, geo.rms_eps, step.residual)
+    return {"normed": normed, "logits": torch.nn.functional.linear(normed, weights.lm_head).float()}, {}
+
+
+def _tail_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
+    return {"tail.normed.rel": nm.rel(outs["normed"], ref["normed"]),
+            "tail.logits.rel": nm.rel(outs["logits"], ref["logits"]),
+            "tail.logits.cosine": nm.cosine(outs["logits"], ref["logits"])}
+
+
+def _tail_controls(geo, w):
+    norm = w.final_norm.clone()
+    norm[: geo.hidden // 2] *= 1.1  # half the final norm's weight x1.1
+    head = w.lm_head.clone()
+    head[:128] *= 1.5  # a 128-row block of the LM head x1.5
+    return [("final_norm x1.1 on half", ["tail.normed.rel", "tail.logits.rel", "tail.logits.cosine"],
+             dataclasses.replace(w, final_norm=norm)),
+            ("lm_head rows 0-127 x1.5", ["tail.logits.rel"], dataclasses.replace(w, lm_head=head))]
+
+
 KINDS = {
     "shared": KindCheck(
         name="shared", weights=li.random_weights, step=_shared_step, tensors=lambda w: layer.layer_tensors(*w),
@@ -307,6 +362,10 @@ KINDS = {
         interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=_indexer_per_op,
         output_controls=_indexer_output_controls,
         options=lambda context: LaunchOptions(max_context=max_context(context))),
+    "tail": KindCheck(
+        name="tail", weights=_tail_weights, step=_tail_step, tensors=lambda w: dataclasses.asdict(w),
+        oracle=_tail_oracle, compare=_tail_compare, bounds=tail_kind.BOUNDS_GPU, interp_bounds=tail_kind.BOUNDS_INTERP,
+        controls=_tail_controls, stages=None, per_op=None),
 }
 
 
