@@ -25,12 +25,13 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.stages_attention import rope_vals
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input, report_invariant
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
+from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS, RADIX_PASSES
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
-BINS: tl.constexpr = tl.constexpr(256)
-RADIX_LAST: tl.constexpr = tl.constexpr(3)  # the last of the four 8-bit digits
+BINS: tl.constexpr = tl.constexpr(RADIX_BINS)  # a digit's histogram
+RADIX_LAST: tl.constexpr = tl.constexpr(RADIX_PASSES - 1)  # the last digit
 
 
 @triton.jit
@@ -462,8 +463,9 @@ def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr
 
 
 @triton.jit
-def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr,
-                LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
+                KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
+                SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
     keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
     one: `select_row`."""
