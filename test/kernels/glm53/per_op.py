@@ -182,3 +182,19 @@ class IndexerPerOp(SharedPerOp):
         pos = torch.topk(scores, min(g.index_topk, span), dim=1).indices.int()
         pos = torch.where(scores.gather(1, pos.long()) > float("-inf"), pos, -1)
         return to_slots(pos, page_table=page_table)
+
+
+class TailPerOp:
+    """SGLang's tail on this GPU, per op: its RMSNorm with the residual in torch (SGLang's CUDA path fuses it in
+    `sgl_kernel`, not on the H200) and its `_get_logits`, a bf16 torch.matmul (cuBLAS) handed on in f32."""
+
+    which = "torch RMSNorm (sgl_kernel absent) and SGLang's bf16 torch.matmul LM head"
+
+    def __init__(self, geo, tp, weights, width):
+        self.geo, self.w = geo, weights
+
+    def step(self, st, caches):
+        xf = st.hidden.float() + st.residual.float()
+        normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.geo.rms_eps)
+                  * self.w.final_norm.float()).to(torch.bfloat16)
+        return torch.matmul(normed, self.w.lm_head.t()).float(), normed

@@ -340,6 +340,12 @@ def _tail_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
             "tail.logits.cosine": nm.cosine(outs["logits"], ref["logits"])}
 
 
+def _tail_per_op(geo, tp, weights, width):
+    from per_op import TailPerOp
+
+    return TailPerOp(geo, tp, weights, width)
+
+
 def _tail_controls(geo, w):
     norm = w.final_norm.clone()
     norm[: geo.hidden // 2] *= 1.1  # half the final norm's weight x1.1
@@ -365,7 +371,7 @@ KINDS = {
     "tail": KindCheck(
         name="tail", weights=_tail_weights, step=_tail_step, tensors=lambda w: dataclasses.asdict(w),
         oracle=_tail_oracle, compare=_tail_compare, bounds=tail_kind.BOUNDS_GPU, interp_bounds=tail_kind.BOUNDS_INTERP,
-        controls=_tail_controls, stages=None, per_op=None),
+        controls=_tail_controls, stages=None, per_op=_tail_per_op),
 }
 
 

@@ -44,10 +44,12 @@ class Layers:
             self.plan.run(layer, {**vars(st), **c})
 
     def experts(self, steps, caches) -> float:
-        """Distinct experts a layer routes to on its step, averaged over the layers (eager)."""
+        """Distinct experts a layer routes to on its step, averaged over the layers (eager; 0 for a kind with no
+        MoE)."""
         n = 0
         for layer, st, c in zip(self.layers, steps, caches):
-            n += len(set(self.plan.run(layer, {**vars(st), **c})["expert_ids"].flatten().tolist()))
+            out = self.plan.run(layer, {**vars(st), **c})
+            n += len(set(out["expert_ids"].flatten().tolist())) if "expert_ids" in out else 0
         self.plan.check_error()
         return n / len(self.layers)
 
@@ -65,7 +67,11 @@ def time_layers_us(L: Layers, steps, caches) -> float:
 
 def floor_bytes(kc, geo, tp, width, context, experts, shape="mixed") -> float:
     """The bytes a launch must read: its weights once, the KV rows its rows select, and for an indexer kind its
-    index weights and every request's index keys once (`registry.indexer_requests`)."""
+    index weights and every request's index keys once (`registry.indexer_requests`); for the tail, its LM-head
+    rows and norm weight, the rows in, and the normed rows and logits out."""
+    if kc.name == "tail":
+        v, d = geo.shard(tp).vocab, geo.hidden
+        return v * d * 2 + d * 2 + 3 * width * d * 2 + width * v * 4
     if kc.name != "indexer":
         return geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts)["total"]
     rpr, ctx, _ = registry.indexer_requests(geo, width=width, context=context, shape=shape)
@@ -202,8 +208,9 @@ def main():
                         po = pops[0].step(st, step_caches(kc, [st])[0])
                         print(f"per-op path: {getattr(pops[0], 'which', 'SGLang Triton kernels')}", flush=True)
                         lo = L.plan.run(L.layers[0], {**vars(st), **step_caches(kc, [st])[0]})
-                        rel = ((po[0].float() - lo["out"].float()).norm() / lo["out"].float().norm()).item()
-                        print(f"per-op path vs launch: out rel {rel:.3g}", flush=True)
+                        key = "out" if "out" in lo else "logits"  # the kind's main output
+                        rel = ((po[0].float() - lo[key].float()).norm() / lo[key].float().norm()).item()
+                        print(f"per-op path vs launch: {key} rel {rel:.3g}", flush=True)
                 except Exception:
                     traceback.print_exc()
                     print("per-op path unavailable (see traceback); reporting the launch alone", flush=True)
