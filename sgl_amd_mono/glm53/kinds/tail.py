@@ -67,7 +67,8 @@ def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) 
 # LM head x1.5) give normed.rel >= 0.067, logits.rel >= 0.41, logits.cosine <= 0.981.
 _EXACT = {"tail.normed.rel": 0.0, "tail.logits.rel": 0.0, "tail.logits.cosine": 0.999999}
 BOUNDS_INTERP: dict[str, dict[str, float]] = {c: _EXACT for c in ("w1", "w2", "w3", "w4fp8", "w2_options", "w2_gfx950")}
-# On a GPU: not yet measured (no GPU has run this kind). The LM head's bf16 products summed in another order than
-# cuBLAS's may round a logit to the neighbouring bf16 value (2^-8 of it); these allow a few such flips in a step,
-# and the controls above fail them by 40x or more. To be replaced by about 3x the first H200 run's values.
+# On a GPU: the H200 at the TP8 shard, rows 1 and 8 (results/tail1_h200_check_layer.log): bitwise equal to the
+# torch tail (cuBLAS's bf16 GEMM) there, 0 on every bound. As where the shared kind's stages were bitwise, the bounds
+# allow a few roundings to the neighbouring bf16 value (2^-8 of a logit) instead of 0, since the LM head's bf16
+# products are summed in another order than cuBLAS's; the controls above fail them by 40x or more.
 BOUNDS_GPU = {"tail.normed.rel": 1e-3, "tail.logits.rel": 1e-3, "tail.logits.cosine": 0.99999}
