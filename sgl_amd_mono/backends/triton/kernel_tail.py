@@ -54,4 +54,5 @@ def tail_kernel(
 
 KIND = TritonKind(table=tail_kind.TABLE, kernel=tail_kernel, dims=layer_dims, constexprs=constexprs, scalars=scalars,
                   refusals=tail_kind.refusals)
-"""The "tail" kind: the final norm and this rank's LM head (not yet run on a GPU)."""
+"""The "tail" kind: the final norm and this rank's LM head (checked on the H200 at the TP8 shard, rows 1 and 8;
+not yet timed)."""

@@ -101,7 +101,7 @@ class Tiles:
     # 8192 keys 190.9, 108.9, 116.6. Off until an A/B of the launch and its checks (the wgmma's sums) take them.
     index_swap: bool = False
     index_pipe: int = 0
-    bn_v: int = 128  # the tail kind: LM-head rows a task (not yet run on a GPU)
+    bn_v: int = 128  # the tail kind: LM-head rows a task (not yet tuned: the kind has not been timed)
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
