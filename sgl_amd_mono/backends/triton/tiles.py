@@ -185,8 +185,9 @@ class Tiles:
         return dataclasses.replace(self, **{k: v for k, v in KIND_TILES[kind].items() if not getattr(self, k)})
 
     def resolve(self, geo: Glm53Geometry, *, tp: int, width: int, n_programs: int, kind: str = "shared") -> "Tiles":
-        """These tiles for one build of `kind`, every 0 resolved: the kind's GEMV tiles, attention splits for the width (one split of 128
-        slots a 128 top-k when the width's split count does not divide the top-k into whole blocks), split
+        """These tiles for one build of `kind`, every 0 resolved: the kind's GEMV tiles, attention splits for the
+        width (one split of 128 slots a 128 top-k when the width's split count does not divide the top-k into
+        whole blocks), split
         counts for the geometry, MoE down's columns and up's k parts for the grid. ValueError if the
         splits are not a power of two."""
         t = self.for_kind(kind).for_width(width)
