@@ -69,9 +69,10 @@ def test_build_options_change_no_bit():
 
 
 def test_index_score_options_change_no_bit():
-    """The indexer's score loop with its dots swapped (keys @ queries^T: an fp8 wgmma on sm_90) and pipelined by
-    Triton (tiles index_swap, index_pipe; each of w3's 3 decode requests takes the pipelined loop): under the
-    interpreter, whose dots are exact, the same bits as w3's default build, and every list the rule's."""
+    """The indexer's score loop with its dots not swapped (queries @ keys^T; the default swaps them: an fp8 wgmma
+    on sm_90) and pipelined by Triton (tiles index_swap=0, index_pipe=3; each of w3's 3 decode requests takes the
+    pipelined loop): under the interpreter, whose dots are exact, the same bits as w3's default build, and every
+    list the rule's."""
     r, res = _run("indexer", "w3_index_options")
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
     for name, bound in registry.get("indexer").interp_bounds["w3"].items():

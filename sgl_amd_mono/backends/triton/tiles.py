@@ -98,8 +98,12 @@ class Tiles:
     # `probe_score.py --sass`): 715 instructions a block with digit 0 at the defaults, 455 swapped, 242 swapped and
     # pipelined over 3 stages. The loop alone on the H200 (132 programs, digit 0 counted,
     # results/indexer4_h200_probe_score.log): 1024 keys a program 25.7 us, swapped 16.2, swapped and pipelined 15.7;
-    # 8192 keys 190.9, 108.9, 116.6. Off until an A/B of the launch and its checks (the wgmma's sums) take them.
-    index_swap: bool = False
+    # 8192 keys 190.9, 108.9, 116.6. The launch, one process, TP8 a decode row a request
+    # (results/indexer5_h200_swap_time_specs.log), rows 1 / 8: 8K 142.1 / 213.2 us, swapped 138.3 / 205.9, swapped
+    # and pipelined 139.9 / 205.3; 128K 167.8 / 438.8, 159.2 / 369.0, 156.5 / 360.4. Swapped by default: its
+    # checks pass (check_layer TP8 rows 1 / 8 at 8K, check_topk at 8K and 128K: results/indexer5_h200_swap_*);
+    # pipelining stays off (mixed: slower at 8K 1 row, 2-8 us faster at 128K; its checks not run).
+    index_swap: bool = True
     index_pipe: int = 0
     bn_v: int = 128  # the tail kind: LM-head rows a task (not yet tuned: the kind has not been timed)
     ks_i: int = 16
