@@ -20,7 +20,7 @@ The comparisons:
 from __future__ import annotations
 
 from sgl_amd_mono.glm53 import reference_bounds
-from sgl_amd_mono.glm53.kinds import indexer, oracle, shared, tail
+from sgl_amd_mono.glm53.kinds import dense, indexer, oracle, shared, tail
 
 # Bounds against SGLang's standard path on the same GPU, <launch>.<output>.<metric>. Values are seed 004's
 # (MI355X, TP8, GLM-5.3, its SGLANG_AMD_MONO_CHECK serving runs): bounds about 3x the serving maximum.
@@ -52,9 +52,11 @@ SERVING_VS_SGLANG = {
 
 # comparison -> {table name: bounds}
 COMPARISONS = {
-    "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU, "indexer": indexer.BOUNDS_GPU, "tail": tail.BOUNDS_GPU},
+    "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU, "indexer": indexer.BOUNDS_GPU, "tail": tail.BOUNDS_GPU,
+                               "dense": dense.BOUNDS_GPU, "tokens": dense.TOKENS_BOUNDS_GPU},
     "launch vs oracle (interpreter, per case)": {"shared": shared.BOUNDS_INTERP, "indexer": indexer.BOUNDS_INTERP,
-                                                 "tail": tail.BOUNDS_INTERP},
+                                                 "tail": tail.BOUNDS_INTERP, "dense": dense.BOUNDS_INTERP,
+                                                 "tokens": dense.TOKENS_BOUNDS_INTERP},
     "launch scores and top-k vs f64 scores (GPU)": {"indexer": indexer.TOPK_BOUNDS_GPU},
     "launch scores and top-k vs f64 scores (interpreter)": {"indexer": indexer.TOPK_BOUNDS_INTERP},
     "launch stage vs oracle stage (interpreter)": {"shared": oracle.STAGE_BOUNDS},

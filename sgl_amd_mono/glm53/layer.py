@@ -167,10 +167,26 @@ def dense_half(
     return ref.dense_mlp_block_fp8(x, w.gate_up, w.gate_up_s, w.down, w.down_s), residual
 
 
+def ffn_half(geo: Glm53Geometry, w, post_norm: torch.Tensor, *, attn_o: torch.Tensor,
+             residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """`moe_half` for MoeWeights, `dense_half` for DenseWeights (aux {}): (out, residual, aux)."""
+    if isinstance(w, DenseWeights):
+        return (*dense_half(geo, w, post_norm, attn_o=attn_o, residual=residual), {})
+    return moe_half(geo, w, post_norm, attn_o=attn_o, residual=residual)
+
+
+def _outputs(a: "AttentionOut", out, res, aux) -> dict:
+    """A layer kind's outputs by table name (the MoE's routing where the FFN is the MoE)."""
+    d = {"out": out, "residual_out": res, "o": a.o, "kv_rows": a.kv_rows}
+    if aux:
+        d.update(expert_ids=aux["ids"], expert_weights=aux["weights"])
+    return d
+
+
 def shared_layer(
     geo: Glm53Geometry,
     attn_w: AttentionWeights,
-    moe_w: MoeWeights,
+    moe_w,
     *,
     hidden: torch.Tensor,
     residual: torch.Tensor,
@@ -190,9 +206,7 @@ def shared_layer(
         geo, attn_w, hidden=hidden, residual=residual, cos_sin=cos_sin,
         kv_cache=kv_cache, out_loc=out_loc, topk_slots=topk_slots,
     )
-    out, res, aux = moe_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual)
-    return {"out": out, "residual_out": res, "o": a.o, "kv_rows": a.kv_rows, "expert_ids": aux["ids"],
-            "expert_weights": aux["weights"]}
+    return _outputs(a, *ffn_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual))
 
 
 def sum_in_rank_order(parts: list) -> torch.Tensor:
@@ -246,7 +260,9 @@ def indexer_layer(
 ) -> dict[str, torch.Tensor]:
     """One MoE layer that runs its own DSA indexer (`indexer.run_indexer`: this step's index keys written into
     index_k_cache [pages, 64 * 132] uint8, then scores and the exact top-k), with TP 1 semantics. The "indexer"
-    launch computes exactly this. Outputs as shared_layer's, and "topk": [R, index_topk] int32 slots."""
+    launch computes exactly this; with DenseWeights as moe_w the "dense" launch (residual None: layer 0, the
+    "tokens" launch, hidden its embedding rows). Outputs as shared_layer's, and "topk": [R, index_topk] int32
+    slots."""
     from sgl_amd_mono.glm53.indexer import run_indexer
 
     chosen = {}
@@ -259,6 +275,5 @@ def indexer_layer(
 
     a = attention_half(geo, attn_w, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,
                        out_loc=out_loc, topk_slots=None, select=select)
-    out, res, aux = moe_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual)
-    return {"out": out, "residual_out": res, "o": a.o, "kv_rows": a.kv_rows, "expert_ids": aux["ids"],
-            "expert_weights": aux["weights"], "topk": chosen["topk"]}
+    return {**_outputs(a, *ffn_half(geo, moe_w, attn_w.post_norm, attn_o=a.o, residual=a.residual)),
+            "topk": chosen["topk"]}

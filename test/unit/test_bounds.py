@@ -7,7 +7,7 @@ import pytest
 
 from sgl_amd_mono.common import numerics
 from sgl_amd_mono.glm53 import bounds
-from sgl_amd_mono.glm53.kinds import indexer, shared, tail
+from sgl_amd_mono.glm53.kinds import dense, indexer, shared, tail
 
 NAME = re.compile(r"^([a-z0-9_]+)\.([a-z0-9_]+)\.([a-z_]+)$")
 
@@ -30,7 +30,8 @@ def test_every_bound_follows_the_scheme():
 
 @pytest.mark.parametrize("comparison", [c for c in bounds.COMPARISONS if c.startswith("launch")])
 def test_launch_bounds_name_the_kinds_buffers(comparison):
-    tables = {"shared": shared.TABLE, "indexer": indexer.TABLE, "tail": tail.TABLE}
+    tables = {"shared": shared.TABLE, "indexer": indexer.TABLE, "tail": tail.TABLE, "dense": dense.TABLE,
+              "tokens": dense.TOKENS_TABLE}
     for kind, table in bounds.COMPARISONS[comparison].items():
         buffers = set(tables[kind].buffers()) | {"kv"}  # kv: the MLA cache rows this step wrote
         names = [k for v in table.values() for k in v] if all(isinstance(v, dict) for v in table.values()) else list(table)

@@ -1,14 +1,18 @@
-"""The halves every GLM-5.3 layer kind's kernel runs after its own front stages: the sparse MLA and o_proj
-(`mla_attention`: attn, w_uv, o_proj) and the MoE (`moe`: norm2 ... down), each a sequence of stage calls
-(`stages_attention.py`, `stages_moe.py`) with the generic hand-off after every stage but the launch's last.
-The stage ids and task counts come from the calling kind's table (its S_* / T_* constexprs)."""
+"""The halves GLM-5.3's layer kernels are made of: the sparse MLA and o_proj (`mla_attention`: attn, w_uv,
+o_proj), the attention half with the layer's own indexer in front of it (`index_attention`: norm1 ... emit, then
+mla_attention), the MoE (`moe`: norm2 ... down) and the dense MLP (`dense_mlp`: norm2, mlp_up, mlp_act, mlp_down),
+each a sequence of stage calls (`stages_attention.py`, `stages_index.py`, `stages_moe.py`, `stages_dense.py`) with
+the generic hand-off after every stage but the launch's last. The stage ids and task counts come from the
+calling kind's table (its S_* / T_* constexprs)."""
 
 import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton import stages_attention as attn_half
+from sgl_amd_mono.backends.triton import stages_dense as dense_half
+from sgl_amd_mono.backends.triton import stages_index as index
 from sgl_amd_mono.backends.triton import stages_moe as moe_half
-from sgl_amd_mono.backends.triton.sync import hand_off
+from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
 
 
 @triton.jit
@@ -91,4 +95,172 @@ def moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_
     moe_half.down(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, dn_part_ptr, out_ptr, dn_cnt_ptr, my_uniq, n_u, epoch, pid, ok,
                   task_count_ptr, S_DOWN, T_DOWN, R, D, E, I, DCW, DCW_P, DN_PARTS, STAGES_DN, SWAP_MOE, NPROG,
                   SKIP_MASK, COUNT_TASKS)
+    return ok
+
+
+@triton.jit
+def index_attention(
+        hidden_ptr, residual_ptr, cos_sin_ptr, out_loc_ptr, kv_cache_ptr, stride_kv_cache, index_k_cache_ptr,
+        stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr,
+        input_norm_ptr, qkv_a_ptr, qkv_a_s_ptr, q_a_norm_ptr, kv_a_norm_ptr, q_b_ptr, q_b_s_ptr,
+        w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, w_vc_ptr, stride_w_vc_0, stride_w_vc_1, stride_w_vc_2,
+        o_proj_ptr, o_proj_s_ptr,
+        wq_b_ptr, wq_b_s_ptr, wk_ptr, wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr,
+        o_ptr, residual_out_ptr, topk_ptr,
+        res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
+        pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
+        xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
+        hist3_ptr, cnt_ptr, wuv_cnt_ptr, oproj_cnt_ptr,
+        sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps, softmax_scale,
+        k_norm_eps,
+        R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
+        NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr,
+        IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
+        ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr,
+        IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+        BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
+        KS_O: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
+        STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
+        NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
+        TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr, N_STAGES: tl.constexpr,
+        S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr, S_LATENT: tl.constexpr, S_Q_B: tl.constexpr,
+        S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr, S_SEL1: tl.constexpr, S_SEL2: tl.constexpr,
+        S_SEL3: tl.constexpr, S_EMIT: tl.constexpr, S_ATTN: tl.constexpr, S_W_UV: tl.constexpr,
+        S_O_PROJ: tl.constexpr,
+        T_NORM1: tl.constexpr, T_QKV_A: tl.constexpr, T_LATENT: tl.constexpr, T_Q_B: tl.constexpr,
+        T_ABSORB: tl.constexpr, T_ATTN: tl.constexpr, T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr,
+        TOKENS: tl.constexpr = False, input_ids_ptr=None, V: tl.constexpr = 0):
+    """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
+    emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
+    the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
+    embedding [V, D]) of input_ids (the tokens kind). Returns ok."""
+    QKV_N: tl.constexpr = QL + KVL + ROPE
+    QK: tl.constexpr = NOPE + ROPE
+    T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
+    T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
+    T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
+
+    attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
+                    S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, xn1_ptr, True, TOKENS, input_ids_ptr,
+                    err_ptr, launch_id, V)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM1, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+
+    attn_half.gemv_stage(xq1_ptr, xs1_ptr, qkv_a_ptr, qkv_a_s_ptr, qkv_part_ptr, live_tasks(T_A, ok, S_QKV_A, SKIP_MASK),
+                         pid, QKV_N, 0.0, 0.0, task_count_ptr, R, D, KS_A, BN_A, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
+                         COUNT_TASKS)
+    attn_half.gemv_stage(xq1_ptr, xs1_ptr, wk_ptr, wk_s_ptr, ik_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK),
+                         pid, ID, 0.0, 0.0, task_count_ptr, R, D, KS_I, ID, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
+                         COUNT_TASKS, T_A)
+    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK), pid,
+                          task_count_ptr, R, IH, D, KS_I, NPROG, S_QKV_A, COUNT_TASKS, T_A + KS_I)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_QKV_A, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+
+    attn_half.latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, ql_ptr, qlq_ptr, qls_ptr,
+                     kv_cache_ptr, stride_kv_cache, eps, pid, ok, task_count_ptr, S_LATENT, 2 * R, R, QL, KVL, ROPE,
+                     KS_A, NPROG, SKIP_MASK, COUNT_TASKS)
+    for r in tl.range((pid - (2 * R) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_LATENT, SKIP_MASK), NPROG,
+                      num_stages=1):  # the index keys, a task a row: the stage's tasks after the latents'
+        count_task(task_count_ptr, S_LATENT, COUNT_TASKS)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
+                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
+                         COUNT_TASKS)
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr,
+                         live_tasks(T_Q_B - T_B, ok, S_Q_B, SKIP_MASK), pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL,
+                         KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB, S_Q_B, COUNT_TASKS, T_B)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+
+    attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
+                     task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
+    for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
+        count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
+        index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
+                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_I, KS_IQ)
+    # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
+    # the indexer's stages: loaded here, their round trip inside absorb's hand-off
+    lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)
+    rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+
+    index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
+                hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
+                NPROG, SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, cnt_ptr, topk_ptr, epoch,
+                       pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
+                       COUNT_TASKS)
+    index.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
+                      LS, NPROG, SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
+    # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
+    if index.any_sliced_row(lens, LS):
+        index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, cnt_ptr, topk_ptr,
+                           epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                           SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, cnt_ptr, topk_ptr,
+                           epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                           SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        index.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
+                   err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                   NPROG, SKIP_MASK, COUNT_TASKS)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    else:
+        index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
+        index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)
+        pass_stages(sync_ptr, trace_ptr, S_SEL2, S_EMIT, pid, N_STAGES, SKIP_ARRIVE, TRACE)
+
+    ok = mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr,
+                       stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, vpart_ptr, vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr,
+                       res1_ptr, o_part_ptr, o_ptr, residual_out_ptr, wuv_cnt_ptr, oproj_cnt_ptr,
+                       softmax_scale, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
+                       R, D, KVL, ROPE, VH, H, KTOP, NSPLIT, ATT_BLK, WUV_SH, BN_O, KS_O, STAGES, SWAP_AB, NPROG,
+                       N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, S_ATTN, S_W_UV, S_O_PROJ, T_ATTN,
+                       T_W_UV, T_O_PROJ)
+    return ok
+
+
+@triton.jit
+def dense_mlp(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xs2_ptr, gate_up_ptr, gate_up_s_ptr, mu_part_ptr, mq_ptr,
+              ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, md_cnt_ptr, eps,
+              sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
+              R: tl.constexpr, D: tl.constexpr, DI: tl.constexpr, BN_MU: tl.constexpr, KS_MU: tl.constexpr,
+              BN_MD: tl.constexpr, KS_MD: tl.constexpr, NORM_GP: tl.constexpr, STAGES: tl.constexpr,
+              SWAP: tl.constexpr, NPROG: tl.constexpr, N_STAGES: tl.constexpr, TIMER: tl.constexpr,
+              SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr, TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
+              S_NORM2: tl.constexpr, S_MLP_UP: tl.constexpr, S_MLP_ACT: tl.constexpr, S_MLP_DOWN: tl.constexpr,
+              T_NORM2: tl.constexpr, T_MLP_UP: tl.constexpr, T_MLP_ACT: tl.constexpr, T_MLP_DOWN: tl.constexpr):
+    """norm2, mlp_up, mlp_act, mlp_down, each but mlp_down followed by its hand-off (mlp_down is the launch's
+    last stage). SWAP: the GEMVs' products as weight tile @ activations^T (the MoE's swap_moe). Returns ok."""
+    moe_half.norm2(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S_NORM2,
+                   T_NORM2, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, False)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM2, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
+                  SKIP_ARRIVE, TRACE)
+    dense_half.mlp_up(xq2_ptr, xs2_ptr, gate_up_ptr, gate_up_s_ptr, mu_part_ptr, pid, ok, task_count_ptr, S_MLP_UP,
+                      T_MLP_UP, R, D, DI, BN_MU, KS_MU, STAGES, SWAP, NPROG, SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_MLP_UP, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
+                  SKIP_ARRIVE, TRACE)
+    dense_half.mlp_act(mu_part_ptr, mq_ptr, ms_ptr, pid, ok, task_count_ptr, S_MLP_ACT, T_MLP_ACT, R, DI, KS_MU,
+                       NPROG, SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_MLP_ACT, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
+                  SKIP_ARRIVE, TRACE)
+    dense_half.mlp_down(mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, md_cnt_ptr, epoch, pid, ok,
+                        task_count_ptr, S_MLP_DOWN, T_MLP_DOWN, R, D, DI, BN_MD, KS_MD, STAGES, SWAP, NPROG, SKIP_MASK,
+                        COUNT_TASKS)
     return ok

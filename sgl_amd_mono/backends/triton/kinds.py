@@ -1,4 +1,5 @@
-"""The Triton lowering's launch kinds by name: one line a kind (its kernel module, which defines `KIND`)."""
+"""The Triton lowering's launch kinds by name: one line a kind (its kernel module, which defines `KIND`, or
+`module:NAME` where a module defines two)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ KINDS = {
     "shared": "sgl_amd_mono.backends.triton.kernel_shared",
     "indexer": "sgl_amd_mono.backends.triton.kernel_indexer",
     "tail": "sgl_amd_mono.backends.triton.kernel_tail",
+    "dense": "sgl_amd_mono.backends.triton.kernel_dense",
+    "tokens": "sgl_amd_mono.backends.triton.kernel_dense:KIND_TOKENS",
 }
 
 
 def get(name: str) -> TritonKind:
     if name not in KINDS:
         raise ValueError(f"launch kind {name!r} is not one of {sorted(KINDS)}")
-    return importlib.import_module(KINDS[name]).KIND
+    module, _, attr = KINDS[name].partition(":")
+    return getattr(importlib.import_module(module), attr or "KIND")
 
 
 def plan(name: str, geo, **kw) -> LaunchPlan:

@@ -42,6 +42,10 @@ class TritonKind:
     constexprs: Callable[[Any], dict]  # dims -> the kernel's geometry and tile constexprs
     scalars: Callable[[Any], dict]  # dims -> the kernel's float arguments
     refusals: Callable[..., list]  # (geo, *, tp, width, kv_dtype) -> reasons this kind cannot be built
+    # kernel parameter -> the table's argument passed to it, where a kernel serves two tables (the tokens kind's
+    # embedding as the dense kernel's hidden_ptr)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    absent: tuple = ()  # kernel parameters the table has no buffer for, passed as None (read under a constexpr off)
 
     def table_constexprs(self, dims) -> dict:
         """C_<COUNT> (a last-arrival count's first word in sync), N_STAGES, S_<NAME> (stage ids) and T_<NAME>
@@ -192,7 +196,10 @@ class LaunchPlan:
     def kernel_args(self, layer: BoundLayer, step, *, timer=None) -> dict:
         """Every kernel argument by name for one launch (also used by AOT compiles, where `timer` says the
         target is NVIDIA, whose global timer bounds the waits)."""
-        return {**self._fixed_args(timer=timer), **layer.args, "launch_id": layer.launch_id, **self.step_args(step)}
+        args = {**self._fixed_args(timer=timer), **layer.args, "launch_id": layer.launch_id, **self.step_args(step)}
+        for param, name in self.kind.aliases.items():
+            args[param] = args.pop(name)
+        return {**args, **{p: None for p in self.kind.absent}}
 
     # ---- build: bind weights, compile ----
     def bind(self, weights, *, launch_id: int = 0, example_step=None) -> BoundLayer:

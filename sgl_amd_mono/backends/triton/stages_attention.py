@@ -10,7 +10,7 @@ inside the launch is read with `.cg` loads (L2, never a stale L1 line). Rows pad
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks
+from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv_part, fp8_gemv_part_from, norm_quant_row,
                                                    quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
@@ -104,18 +104,28 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
 @triton.jit
 def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
           S: tl.constexpr, T: tl.constexpr, D: tl.constexpr, NORM_GP: tl.constexpr, NPROG: tl.constexpr,
-          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False):
+          SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False,
+          TOKENS: tl.constexpr = False, input_ids_ptr=None, err_ptr=None, launch_id=0, V: tl.constexpr = 0):
     """Task r: res1 = hidden + residual; RMSNorm(res1) in one round over the row, kept quantized (xq1 fp8, xs1
-    group scales), and with STORE_XN in bf16 too (xn1: an indexer's x)."""
+    group scales), and with STORE_XN in bf16 too (xn1: an indexer's x). TOKENS (layer 0): res1 = row
+    input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside [0, V) is clamped for the read and
+    written to the error word (the stage, the row, the id, V)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
     for r in tl.range(pid, live_tasks(T, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
-        h_in = tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
-        r_in = tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
         wn = tl.load(input_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
-        x = h_in.to(tl.float32) + r_in.to(tl.float32)
+        if TOKENS:
+            tok = tl.load(input_ids_ptr + r)
+            if (tok < 0) | (tok >= V):
+                report_input(err_ptr, launch_id, S, pid, r, tok, V)
+            tok = tl.minimum(tl.maximum(tok, 0), V - 1)
+            x = tl.load(hidden_ptr + tok * D + offs_g, mask=m_g, other=0.0).to(tl.float32)
+        else:
+            h_in = tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
+            r_in = tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
+            x = h_in.to(tl.float32) + r_in.to(tl.float32)
         tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
         if STORE_XN:
             norm_quant_row(x, wn, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, True)

@@ -15,8 +15,9 @@ from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv2_expert_ta
 @triton.jit
 def norm2(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S: tl.constexpr,
           T: tl.constexpr, D: tl.constexpr, NORM_GP: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-          COUNT_TASKS: tl.constexpr):
-    """Task r: xn2 = RMSNorm(o + res1) (o from o_proj's last arrivers), stored bf16 and quantized once."""
+          COUNT_TASKS: tl.constexpr, STORE_XN: tl.constexpr = True):
+    """Task r: xn2 = RMSNorm(o + res1) (o from o_proj's last arrivers), quantized once, and stored bf16 where
+    STORE_XN (the router's input; the dense MLP reads only the quantized rows)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
@@ -26,7 +27,7 @@ def norm2(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, eps, pid, o
         r1 = tl.load(res1_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
         wn = tl.load(post_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
         x = o.to(tl.float32) + r1.to(tl.float32)
-        norm_quant_row(x, wn, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP, True)
+        norm_quant_row(x, wn, xn2_ptr + r * D, xq2_ptr + r * D, xs2_ptr + r * (D // 128), eps, D, GP, STORE_XN)
 
 
 @triton.jit

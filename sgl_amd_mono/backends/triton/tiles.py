@@ -105,6 +105,12 @@ class Tiles:
     # pipelining stays off (mixed: slower at 8K 1 row, 2-8 us faster at 128K; its checks not run).
     index_swap: bool = True
     index_pipe: int = 0
+    # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
+    # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
+    bn_mu: int = 128
+    ks_mu: int = 4
+    bn_md: int = 128
+    ks_md: int = 2
     bn_v: int = 128  # the tail kind: LM-head rows a task (not yet tuned: the kind has not been timed)
     ks_i: int = 16
     bn_iq: int = 128
@@ -180,7 +186,8 @@ class Tiles:
             ks_i=ks(geo.hidden // 128, self.ks_i), ks_iq=ks(geo.q_lora // 128, self.ks_iq),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
-            bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden))
+            bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden),
+            ks_mu=ks(geo.hidden // 128, self.ks_mu), ks_md=ks(max(1, s.dense_inter // 128), self.ks_md))
 
     def for_kind(self, kind: str) -> "Tiles":
         """The fields left 0 that a kind resolves (KIND_TILES)."""
@@ -244,6 +251,8 @@ KIND_TILES: dict[str, dict] = {
     "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
     "indexer": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
     "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # unread by it: the shared kind's, so every field resolves
+    "dense": {"ks_a": 4, "bn_b": 128, "ks_b": 2},  # the indexer's front: its tiles (not timed apart)
+    "tokens": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
 }
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.

@@ -76,7 +76,8 @@ class LayerDims:
     NSL: int = 0  # slices a row's key scan splits into (a task each; a power of two)
     IBLK: int = 0  # keys a key-scan loop step covers (a multiple of 64)
     k_norm_eps: float = 0.0  # the index key's LayerNorm epsilon
-    V: int = 0  # vocab rows of the LM head on this rank (the tail kind)
+    V: int = 0  # vocab rows of the LM head / the embedding on this rank (the tail and tokens kinds)
+    DI: int = 0  # dense MLP intermediate on this rank (the dense and tokens kinds)
 
     # ---- derived ----
     @property
@@ -116,7 +117,7 @@ def layer_dims(geo: Glm53Geometry, *, tp: int, width: int, tiles: Any, n_program
         n_programs=n_programs, kv_dtype=kv_dtype, tp=tp, eps=geo.rms_eps, softmax_scale=geo.softmax_scale,
         routed_scaling=geo.routed_scaling, IH=geo.index_heads, ID=geo.index_dim, PMAX=cdiv(max_context, INDEX_PAGE),
         NSL=index_slices(getattr(tiles, "index_slices", 0), width), IBLK=getattr(tiles, "index_block", 0),
-        k_norm_eps=INDEX_K_NORM_EPS, V=s.vocab)
+        k_norm_eps=INDEX_K_NORM_EPS, V=s.vocab, DI=s.dense_inter)
 
 
 def index_slices(aim: int, width: int) -> int:

@@ -1,9 +1,11 @@
-"""The two halves GLM-5.3's layer kinds share, as table pieces: the attention half (norm1 ... o_proj and the
-residual) and the MoE half (norm2 ... down). A kind's table is its halves' stages in launch order.
+"""The halves GLM-5.3's layer kinds share, as table pieces: the attention half (norm1 ... o_proj and the
+residual), the MoE half (norm2 ... down) and the dense MLP half (norm2, mlp_up, mlp_act, mlp_down). A kind's table
+is its halves' stages in launch order.
 
 Sizes are functions of `LayerDims` (d) and its tiles (d.tiles: bn_* columns a GEMV task, ks_* split-K
 parts, be gate experts a task, bu up columns a task, route_rc experts a router task, dcw / dn_parts MoE
-down's columns a task and parts of the experts). Split-K part buffers are [parts, R, N] f32; quantized
+down's columns a task and parts of the experts; bn_mu / ks_mu and bn_md / ks_md: the dense MLP's gate_up and
+down). Split-K part buffers are [parts, R, N] f32; quantized
 activations [R, K] fp8 with per-128-group scales [R, K / 128] f32.
 """
 
@@ -145,4 +147,36 @@ MOE_STAGES = (
              ("dn_part", "out"),
              counts=(Count("dn_cnt", lambda d: cdiv(d.D, d.tiles.dcw), lambda d: d.tiles.dn_parts),),
              doc="a column tile summed over a part of the used experts; the last part to land sums the parts"),
+)
+
+# ---------------- dense MLP half (GLM-5.3's layers 0-2: SGLang's DeepseekV2MLP, block FP8) ----------------
+# norm2 as the MoE half's; gate_up and down are block-FP8 linears on activations quantized per 128 (SGLang's
+# dense FP8 linears), SiLU(gate) * up rounded to bf16 (its SiluAndMul) and quantized per 128 before down.
+DENSE_WEIGHTS = (
+    B("gate_up", lambda d: (2 * d.DI, d.D), "fp8", "mlp.gate_up_proj.weight: gate rows, then up"),
+    B("gate_up_s", lambda d: (2 * d.DI // 128, d.D // 128), "f32"),
+    B("down", lambda d: (d.D, d.DI), "fp8", "mlp.down_proj.weight"),
+    B("down_s", lambda d: (d.D // 128, d.DI // 128), "f32"),
+)
+
+DENSE_OUTPUTS = (B("out", lambda d: (d.R, d.D), "bf16", "the MLP output (this rank's partial at TP > 1)"),)
+
+DENSE_SCRATCH = (
+    B("xq2", lambda d: (d.R, d.D), "fp8", "RMSNorm(o + res1), quantized"),
+    B("xs2", lambda d: (d.R, d.D // 128), "f32"),
+    B("mu_part", lambda d: (d.tiles.ks_mu, d.R, 2 * d.DI), "f32", "gate | up, split-K parts"),
+    B("mq", lambda d: (d.R, d.DI), "fp8", "SiLU(gate) * up, quantized"),
+    B("ms", lambda d: (d.R, d.DI // 128), "f32"),
+    B("md_part", lambda d: (d.tiles.ks_md, d.R, d.D), "f32", "down, split-K parts"),
+)
+
+DENSE_STAGES = (
+    StageDef("norm2", lambda d: d.R, ("o", "res1", "post_norm"), ("xq2", "xs2"), doc="RMSNorm(o + res1), quantized"),
+    StageDef("mlp_up", lambda d: cdiv(2 * d.DI, d.tiles.bn_mu) * d.tiles.ks_mu, ("xq2", "xs2", "gate_up", "gate_up_s"),
+             ("mu_part",), doc="split-K parts of the block-FP8 gate_up"),
+    StageDef("mlp_act", lambda d: d.DI // 128, ("mu_part",), ("mq", "ms"),
+             doc="a 128-group of SiLU(bf16 gate) * bf16 up, rounded to bf16 and quantized"),
+    StageDef("mlp_down", lambda d: cdiv(d.D, d.tiles.bn_md) * d.tiles.ks_md, ("mq", "ms", "down", "down_s", "md_part"),
+             ("md_part", "out"), counts=(Count("md_cnt", lambda d: cdiv(d.D, d.tiles.bn_md), lambda d: d.tiles.ks_md),),
+             doc="split-K parts of the block-FP8 down; the last part of a column tile to land writes out"),
 )

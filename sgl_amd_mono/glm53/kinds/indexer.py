@@ -129,13 +129,16 @@ def _stages() -> tuple[StageDef, ...]:
     )
 
 
+# the attention half with the index work (the dense and tokens kinds' too: `kinds/dense.py`)
+INDEX_ATTN_STAGES = _stages()
+
 TABLE = KindTable(
     name="indexer",
     inputs=(*halves.ATTN_INPUTS, *INDEX_INPUTS),
     weights=(*halves.ATTN_WEIGHTS, *INDEX_WEIGHTS, *halves.MOE_WEIGHTS),
     outputs=(*halves.ATTN_OUTPUTS, *INDEX_OUTPUTS, *halves.MOE_OUTPUTS),
     scratch=(*halves.ATTN_SCRATCH, *INDEX_SCRATCH, *halves.MOE_SCRATCH),
-    stages=(*_stages(), *halves.MOE_STAGES),
+    stages=(*INDEX_ATTN_STAGES, *halves.MOE_STAGES),
     cache="kv_cache",
     in_place=("index_k_cache",),
 )

@@ -170,11 +170,11 @@ def report_control(tag, name, must_fail, vals, bounds):
             fail(f"[{tag}] control '{name}' did not fail {b}")
 
 
-def check_deadline(kc, geo):
-    weights, step = kc.inputs(geo, tp=8, width=1, context=8192, kv_dtype=torch.bfloat16, seed=5, device="cuda")
+def check_deadline(kc, geo, tp):
+    weights, step = kc.inputs(geo, tp=tp, width=1, context=8192, kv_dtype=torch.bfloat16, seed=5, device="cuda")
     table = kinds.get(kc.name).table  # a missed arrival at attn (the layer kinds), else at the first stage
     stage = table.stage_id("attn") if "attn" in table.stage_names() else 0
-    plan = kinds.plan(kc.name, geo, tp=8, width=1, kv_dtype=torch.bfloat16, device="cuda", tiles=TILES,
+    plan = kinds.plan(kc.name, geo, tp=tp, width=1, kv_dtype=torch.bfloat16, device="cuda", tiles=TILES,
                       options=dataclasses.replace(kc.options(8192), deadline_s=0.05, skip_arrive=stage))
     layer = plan.bind(kc.tensors(weights), launch_id=3)  # compiles
     t = time.time()
@@ -224,7 +224,7 @@ def main():
     except ValueError as e:
         print("refused:", e)
     if not args.no_deadline:
-        check_deadline(kc, geo)
+        check_deadline(kc, geo, args.tp[0])  # at the first TP size checked
     print(f"check_layer: {len(FAILS)} failures")
     sys.exit(1 if FAILS else 0)
 

@@ -42,14 +42,19 @@ def warm(job: tuple) -> str:
         width, tp, ctx = int(width or 1), int(tp or 8), int(ctx or 8192)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
-        aw, mw = li.meta_weights(geo, tp=tp)
-        aw = dataclasses.replace(aw, **{f.name: _empty_like(getattr(aw, f.name)) for f in dataclasses.fields(aw)})
-        mw = dataclasses.replace(mw, **{f.name: _empty_like(getattr(mw, f.name)) for f in dataclasses.fields(mw)})
+        if kind in ("shared", "indexer"):
+            aw, mw = li.meta_weights(geo, tp=tp)
+            aw = dataclasses.replace(aw, **{f.name: _empty_like(getattr(aw, f.name)) for f in dataclasses.fields(aw)})
+            mw = dataclasses.replace(mw, **{f.name: _empty_like(getattr(mw, f.name)) for f in dataclasses.fields(mw)})
+            given = layer_tensors(aw, mw)
+        else:  # the kind's own draw (the check scripts' shapes and strides), on the GPU
+            kc = registry.get(kind)
+            given = kc.tensors(kc.weights(geo, tp=tp, seed=0, device="cuda"))
         opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
                                    deadline_s=0.05 if skip else 2.0, trace=bool(int(trace or 0)))
         plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts,
                           tiles=Tiles().with_spec(spec))
-        plan.bind({**plan.example_weights(), **layer_tensors(aw, mw)})
+        plan.bind({**plan.example_weights(), **given})
         r = plan.resources
         return (f"precompiled {kind} '{build}' in {time.time() - t0:.1f} s: regs {r['n_regs']} spills {r['n_spills']} "
                 f"smem {r['smem']} hash {r['hash']}")

@@ -17,10 +17,12 @@ import torch
 
 from sgl_amd_mono.common import numerics as nm
 from sgl_amd_mono.common.launch import LaunchOptions
+from sgl_amd_mono.glm53 import dense_inputs as di
 from sgl_amd_mono.glm53 import index_inputs as ii
 from sgl_amd_mono.glm53 import launch_inputs as li
 from sgl_amd_mono.glm53 import layer
 from sgl_amd_mono.glm53.indexer import INDEX_PAGE, order_keys, radix_select
+from sgl_amd_mono.glm53.kinds import dense as dense_kind
 from sgl_amd_mono.glm53.kinds import indexer as indexer_kind
 from sgl_amd_mono.glm53.kinds import shared as shared_kind
 from sgl_amd_mono.glm53.kinds import tail as tail_kind
@@ -86,9 +88,10 @@ def _layer_compare(kind, geo, outs, caches, ref, caches_ref, step, plan, moe_w):
         f"{kind}.kv.max_abs": nm.max_abs(_cache_rows(caches["kv_cache"], slots),
                                          _cache_rows(caches_ref["kv_cache"], slots)),
     }
-    w_ref, ids_ref = layer.route(geo, moe_w, plan.scratch["xn2"])
-    vals[f"{kind}.expert_weights.max_abs"] = nm.max_abs(outs["expert_weights"], w_ref)
-    vals[f"{kind}.expert_ids.max_abs"] = nm.max_abs(outs["expert_ids"].float(), ids_ref.float())
+    if isinstance(moe_w, layer.MoeWeights):  # the dense kinds have no routing
+        w_ref, ids_ref = layer.route(geo, moe_w, plan.scratch["xn2"])
+        vals[f"{kind}.expert_weights.max_abs"] = nm.max_abs(outs["expert_weights"], w_ref)
+        vals[f"{kind}.expert_ids.max_abs"] = nm.max_abs(outs["expert_ids"].float(), ids_ref.float())
     return vals
 
 
@@ -107,9 +110,14 @@ def _layer_controls(kind, geo, aw, mw, rebuild):
     a = dataclasses.replace(aw, kv_a_norm=aw.kv_a_norm.clone())
     a.kv_a_norm[:16] *= 1.1  # sixteen kv_a norm weights x1.1 (an fp8 cache row steps by 1/16 relative)
     out.append(("kv_a_norm[0:16] x1.1", [f"{kind}.kv.max_abs"], rebuild(a, mw)))
-    m = dataclasses.replace(mw, bias=mw.bias.clone())
-    m.bias[:] = m.bias.flip(0)  # correction bias reversed: other experts routed
-    out.append(("gate bias reversed", [f"{kind}.expert_ids.max_abs", f"{kind}.expert_weights.max_abs"], rebuild(aw, m)))
+    if isinstance(mw, layer.MoeWeights):
+        m = dataclasses.replace(mw, bias=mw.bias.clone())
+        m.bias[:] = m.bias.flip(0)  # correction bias reversed: other experts routed
+        out.append(("gate bias reversed", [f"{kind}.expert_ids.max_abs", f"{kind}.expert_weights.max_abs"],
+                    rebuild(aw, m)))
+    else:
+        m = dataclasses.replace(mw, gate_up_s=mw.gate_up_s * 1.5)  # every gate_up scale x1.5
+        out.append(("gate_up scales x1.5", [f"{kind}.out.rel"], rebuild(aw, m)))
     return out
 
 
@@ -202,7 +210,7 @@ def _index_rows(buf, slots):
 def _layer_on_list(geo, weights, step, topk) -> dict:
     """The oracle's layer attending to a given list (the launch's own): o, residual_out and out of
     layer.shared_layer over a copy of the step's MLA cache."""
-    aw, _, mw = weights
+    aw, mw = weights[0], weights[2]
     kv = step.kv_cache.clone()
     outs = layer.shared_layer(geo, aw, mw, hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
                               kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv, out_loc=step.out_loc,
@@ -210,7 +218,7 @@ def _layer_on_list(geo, weights, step, topk) -> dict:
     return {k: outs[k] for k in ("o", "residual_out", "out")}
 
 
-def _indexer_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
+def _indexer_compare(geo, outs, caches, ref, caches_ref, step, plan, weights, kind="indexer"):
     """The layer's comparisons, and the indexer's: this step's index keys (dequantized); the list entry by entry
     against the exactness rule over the launch's own scores (max_abs of the slots: 0 is every entry the rule's);
     the list as a set against the oracle's (missed: the worst row's fraction of the oracle's list it lacks). The
@@ -218,26 +226,26 @@ def _indexer_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
     threshold that trade places between the launch's fp8 scores and the oracle's (which `missed` bounds) do not
     count there, and a wrong attention or MoE still fails (as the routing is compared on the launch's norm2)."""
     own = _layer_on_list(geo, weights, step, outs["topk"])
-    vals = _layer_compare("indexer", geo, outs, caches, {**ref, **own}, caches_ref, step, plan, weights[2])
+    vals = _layer_compare(kind, geo, outs, caches, {**ref, **own}, caches_ref, step, plan, weights[2])
     slots = step.out_loc[: step.live]
-    vals["indexer.index_k_cache.max_abs"] = nm.max_abs(_index_rows(caches["index_k_cache"], slots),
-                                                 _index_rows(caches_ref["index_k_cache"], slots))
+    vals[f"{kind}.index_k_cache.max_abs"] = nm.max_abs(_index_rows(caches["index_k_cache"], slots),
+                                                       _index_rows(caches_ref["index_k_cache"], slots))
     pos = radix_select(outs.get("scores", plan.scratch["scores"]),
                        lengths=step.lengths.clamp(max=plan.dims.PMAX * INDEX_PAGE), topk=geo.index_topk).long()
     want = torch.where(pos >= 0, step.page_table.long().gather(1, pos.clamp(min=0) // INDEX_PAGE) * INDEX_PAGE
                        + pos.clamp(min=0) % INDEX_PAGE, -1)
-    vals["indexer.topk.max_abs"] = nm.max_abs(outs["topk"], want)  # 0: every entry the rule's
-    vals["indexer.topk.missed"] = nm.missed(outs["topk"], ref["topk"])
+    vals[f"{kind}.topk.max_abs"] = nm.max_abs(outs["topk"], want)  # 0: every entry the rule's
+    vals[f"{kind}.topk.missed"] = nm.missed(outs["topk"], ref["topk"])
     return vals
 
 
-def _indexer_output_controls(geo, outs, plan, step):
+def _indexer_output_controls(geo, outs, plan, step, kind="indexer"):
     """Planted errors in a launch's own list and scores, each of which the exactness rule must catch: (name,
     bounds it must fail, perturbed outputs, perturbed scores)."""
     out = []
     topk = outs["topk"].clone()
     topk[0, [0, -1]] = topk[0, [-1, 0]]  # two entries swapped
-    out.append(("two entries of row 0 swapped", ["indexer.topk.max_abs"], {**outs, "topk": topk}, None))
+    out.append(("two entries of row 0 swapped", [f"{kind}.topk.max_abs"], {**outs, "topk": topk}, None))
     scores = plan.scratch["scores"].clone()
     n = int(step.lengths[0])
     picked = set(outs["topk"][0].tolist())
@@ -250,7 +258,7 @@ def _indexer_output_controls(geo, outs, plan, step):
         best = max(unpicked, key=lambda t: scores_row[t])
         topk = outs["topk"].clone()
         topk[0, -1] = slot_list[best]
-        out.append(("row 0's last entry replaced by its best unselected key", ["indexer.topk.max_abs"],
+        out.append(("row 0's last entry replaced by its best unselected key", [f"{kind}.topk.max_abs"],
                     {**outs, "topk": topk}, None))
     flip = _flip_changing_list(geo, scores[0, :n])
     if flip is None and n > geo.index_topk:
@@ -258,7 +266,7 @@ def _indexer_output_controls(geo, outs, plan, step):
     if flip is not None:  # one score's bit flipped, one that moves a key into or out of the rule's list
         t, bit = flip
         scores[0, :n].view(torch.int32)[t] ^= -(2**31) if bit == 31 else 1 << bit
-        out.append((f"row 0's score {t} with bit {bit} flipped", ["indexer.topk.max_abs"], outs, scores))
+        out.append((f"row 0's score {t} with bit {bit} flipped", [f"{kind}.topk.max_abs"], outs, scores))
     return out
 
 
@@ -285,14 +293,48 @@ def _flip_changing_list(geo, row):
     return None
 
 
-def _indexer_controls(geo, weights):
-    aw, iw, mw = weights
-    out = _layer_controls("indexer", geo, aw, mw, lambda a, m: (a, iw, m))
+def _indexer_controls(geo, weights, kind="indexer"):
+    aw, iw, mw, *rest = weights  # rest: the tokens kind's embedding
+    out = _layer_controls(kind, geo, aw, mw, lambda a, m: (a, iw, m, *rest))
     i2 = dataclasses.replace(iw, wq_b_s=iw.wq_b_s.clone())
     i2.wq_b_s[: i2.wq_b_s.shape[0] // 2] *= -1.0  # half the index query's heads negated: other keys selected
-    out.append(("wq_b scales of half the heads negated", ["indexer.topk.missed"], (aw, i2, mw)))
+    out.append(("wq_b scales of half the heads negated", [f"{kind}.topk.missed"], (aw, i2, mw, *rest)))
     i2 = dataclasses.replace(iw, k_norm_b=iw.k_norm_b + 0.5)  # the index key's LayerNorm bias +0.5
-    out.append(("k_norm bias +0.5", ["indexer.index_k_cache.max_abs"], (aw, i2, mw)))
+    out.append(("k_norm bias +0.5", [f"{kind}.index_k_cache.max_abs"], (aw, i2, mw, *rest)))
+    return out
+
+
+# ---------------- dense, tokens ----------------
+def _dense_weights(geo, *, tp, seed, device, rank=0):
+    aw, _ = li.random_weights(geo, tp=tp, seed=seed, device=device, rank=rank)
+    return (aw, ii.random_indexer_weights(geo, seed=seed + 1000, device=device),
+            di.random_dense_weights(geo, tp=tp, seed=seed + 2000, device=device, rank=rank))
+
+
+def _tokens_weights(geo, *, tp, seed, device, rank=0):
+    return (*_dense_weights(geo, tp=tp, seed=seed, device=device, rank=rank),
+            di.random_embedding(geo, tp=tp, seed=seed + 3000, device=device, rank=rank))
+
+
+def _tokens_step(geo, *, width, context, kv_dtype, seed, device, **kw):
+    step = _indexer_step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device=device, **kw)
+    return di.tokens_step(step, geo.shard(1).vocab, seed=seed + 2)
+
+
+def _tokens_oracle(geo, weights, step):
+    """The dense layer's oracle on the token ids' embedding rows, with no residual (layer 0)."""
+    return _indexer_oracle(geo, weights[:3], di.with_embedding_rows(step, weights[3]))
+
+
+def _tokens_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
+    return _indexer_compare(geo, outs, caches, ref, caches_ref, di.with_embedding_rows(step, weights[3]), plan,
+                            weights, kind="tokens")
+
+
+def _embed_controls(geo, weights):
+    out = _indexer_controls(geo, weights, "tokens")
+    e = di.EmbedWeights(embed=weights[3].embed * 1.05)  # every embedding row x1.05 (the norm hides it; res1 not)
+    out.append(("embedding x1.05", ["tokens.residual_out.rel"], (*weights[:3], e)))
     return out
 
 
@@ -367,6 +409,18 @@ KINDS = {
         oracle=_indexer_oracle, compare=_indexer_compare, bounds=indexer_kind.BOUNDS_GPU,
         interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=_indexer_per_op,
         output_controls=_indexer_output_controls,
+        options=lambda context: LaunchOptions(max_context=max_context(context))),
+    "dense": KindCheck(
+        name="dense", weights=_dense_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
+        oracle=_indexer_oracle, compare=lambda *a: _indexer_compare(*a, kind="dense"), bounds=dense_kind.BOUNDS_GPU,
+        interp_bounds=dense_kind.BOUNDS_INTERP, controls=lambda g, w: _indexer_controls(g, w, "dense"), stages=None,
+        per_op=None, output_controls=lambda *a: _indexer_output_controls(*a, kind="dense"),
+        options=lambda context: LaunchOptions(max_context=max_context(context))),
+    "tokens": KindCheck(
+        name="tokens", weights=_tokens_weights, step=_tokens_step, tensors=lambda w: layer.layer_tensors(*w),
+        oracle=_tokens_oracle, compare=_tokens_compare,
+        bounds=dense_kind.TOKENS_BOUNDS_GPU, interp_bounds=dense_kind.TOKENS_BOUNDS_INTERP, controls=_embed_controls,
+        stages=None, per_op=None, output_controls=lambda *a: _indexer_output_controls(*a, kind="tokens"),
         options=lambda context: LaunchOptions(max_context=max_context(context))),
     "tail": KindCheck(
         name="tail", weights=_tail_weights, step=_tail_step, tensors=lambda w: dataclasses.asdict(w),

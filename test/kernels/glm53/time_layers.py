@@ -65,6 +65,9 @@ def time_layers_us(L: Layers, steps, caches) -> float:
     return us
 
 
+INDEX_KINDS = ("indexer", "dense", "tokens")  # the kinds that run their own indexer: indexer steps
+
+
 def floor_bytes(kc, geo, tp, width, context, experts, shape="mixed") -> float:
     """The bytes a launch must read: its weights once, the KV rows its rows select, and for an indexer kind its
     index weights and every request's index keys once (`registry.indexer_requests`); for the tail, its LM-head
@@ -72,12 +75,17 @@ def floor_bytes(kc, geo, tp, width, context, experts, shape="mixed") -> float:
     if kc.name == "tail":
         v, d = geo.shard(tp).vocab, geo.hidden
         return v * d * 2 + d * 2 + 3 * width * d * 2 + width * v * 4
-    if kc.name != "indexer":
+    if kc.name not in INDEX_KINDS:
         return geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts)["total"]
     rpr, ctx, _ = registry.indexer_requests(geo, width=width, context=context, shape=shape)
     keys = sum(c + rpr - 1 for c in ctx)  # a request's last row reads every key of the request
     b = geo.layer_bytes(tp=tp, rows=width, context=context, experts=experts, is_indexer=True)
-    return b["total"] + (keys - context) * INDEX_K_BYTES  # layer_bytes counts one request of `context` keys
+    total = b["total"] + (keys - context) * INDEX_K_BYTES  # layer_bytes counts one request of `context` keys
+    if kc.name != "indexer":  # the dense MLP in place of the router and experts; the tokens kind's embedding rows
+        i, d = geo.shard(tp).dense_inter, geo.hidden
+        total += -b["gate"] - b["experts"] + 3 * i * d + 4 * (3 * i * d // 128**2)
+        total += width * d * 2 if kc.name == "tokens" else 0
+    return total
 
 
 def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, context=8192, shape=None):
@@ -133,7 +141,7 @@ def main():
                    help="build variants (backends.triton.tiles.VARIANTS names) timed in the same run, one table each")
     args = p.parse_args()
     kc = registry.get(args.kind)
-    shape = {"shape": args.shape} if args.kind == "indexer" else {}
+    shape = {"shape": args.shape} if args.kind in INDEX_KINDS else {}
     table = kinds.get(args.kind).table
     stages = table.stage_names()
     bad = [n for n in args.skip if n not in stages]
@@ -173,7 +181,7 @@ def main():
     for ctx in args.contexts:
         for w in args.widths:
             # the indexer's steps are big (every request's whole cache): one step, a copy of its caches a layer
-            n_steps = 1 if kc.name == "indexer" else N_LAYERS
+            n_steps = 1 if kc.name in INDEX_KINDS else N_LAYERS
             steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda", **shape)
                      for i in range(n_steps)] * (N_LAYERS // n_steps)
             caches = step_caches(kc, steps)
