@@ -50,6 +50,16 @@ SERVING_VS_SGLANG = {
     "tail.logits_vs_fp32.rel": 7.5e-3,
 }
 
+# A whole step of the Triton backend through SGLang's binding, launches under Triton's interpreter, against the
+# reference backend on an identical pool (test/unit/test_triton_step.py: the tiny model's tokens, dense, indexer and
+# shared layers and the tail). Decode with a pad row: bitwise (0 on every metric). MTP verify (2 x 2 rows): layers 0
+# and 1 write exact cache rows, then one rounding upstream (the attention's online softmax against the oracle's one,
+# as in the tokens kind's interpreter cases) moves layer 2's rows; measured logits 2.0e-3, hidden 1.2e-3, MLA cache
+# 0.0156 (one bf16 step), index keys 0.125 (one fp8 step); the bounds are ~3x. The planted errors (one row's logits
+# or hidden state x1.02, a cache value +0.1, an index-key value +1) fail them.
+STEP_BOUNDS_INTERP = {"step.logits.rel": 6e-3, "step.hidden.rel": 4e-3, "step.kv.max_abs": 0.05,
+                      "step.index_k.max_abs": 0.4}
+
 # comparison -> {table name: bounds}
 COMPARISONS = {
     "launch vs oracle (GPU)": {"shared": shared.BOUNDS_GPU, "indexer": indexer.BOUNDS_GPU, "tail": tail.BOUNDS_GPU,
@@ -61,6 +71,7 @@ COMPARISONS = {
     "launch scores and top-k vs f64 scores (interpreter)": {"indexer": indexer.TOPK_BOUNDS_INTERP},
     "launch stage vs oracle stage (interpreter)": {"shared": oracle.STAGE_BOUNDS},
     "launch stage vs oracle stage (GPU)": {"shared": oracle.STAGE_BOUNDS_GPU},
+    "whole step vs the reference backend (interpreter)": {"step": STEP_BOUNDS_INTERP},
     "oracle vs SGLang (CPU)": {"reference": reference_bounds.BOUNDS},
     "serving vs SGLang": {"spec": SERVING_VS_SGLANG},
 }

@@ -2,8 +2,9 @@
 the reference backend's whole-step forward, in torch, over SGLang's weights and caches.
 
 The reference backend is the oracle for every launch and the way tests run the plugin without a
-GPU. It is chosen explicitly (tests, check tools); a server's spec asks for "launch", which has no
-whole-step backend yet and is refused with a ValueError, so such a server runs SGLang's own path.
+GPU. It is chosen explicitly (tests, check tools), as the "triton" backend is (`runner_triton.py`: the
+launches) until its whole step has run on the H200; a server's spec asks for "launch", which is refused with
+a ValueError, so such a server runs SGLang's own path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from sgl_amd_mono.glm53.weights import ModelWeights, bind_model
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("reference",)
+BACKENDS = ("reference", "triton")
 
 
 class ReferenceMonokernels:
@@ -99,11 +100,26 @@ class ReferenceMonokernels:
         return select
 
 
-def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> ReferenceMonokernels:
+def _tp_of(geo: Glm53Geometry, weights: ModelWeights) -> int:
+    """The TP size the loaded shards are cut for (local heads of q_b against the model's)."""
+    return geo.heads // (weights.layers[0].attn.q_b.shape[0] // geo.qk_head)
+
+
+def _triton_options(geo: Glm53Geometry, ctx: Any, device: torch.device):
+    """The launches' build options: SGLang's deadline, the model's longest context, and on a CPU host (tests:
+    Triton's interpreter) one program in stage order."""
+    from sgl_amd_mono.common.launch import LaunchOptions
+
+    return LaunchOptions(deadline_s=float(ctx.deadline_s), max_context=geo.max_positions,
+                         placement="sequential" if device.type == "cpu" else "persistent")
+
+
+def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> Any:
     """The built object SGLang's binding installs. ctx: SGLang's BuildContext (isa, widths, ...).
 
     backend "reference" binds the model's weights in place (copies logged) and returns the torch
-    step; any other backend raises ValueError.
+    step; "triton" builds every launch of every width (`runner_triton.build_triton`); any other backend
+    raises ValueError.
     """
     if backend not in BACKENDS:
         # the same sentence `explain` prints (backends_available is the one place that knows)
@@ -112,6 +128,15 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> ReferenceMon
     start = time.perf_counter()
     geo = Glm53Geometry.from_hf(hf_config)
     weights = bind_model(model, geo)
+    if backend == "triton":
+        from sgl_amd_mono.glm53.runner_triton import build_triton
+
+        device = model.lm_head.weight.device
+        built = build_triton(model, geo, weights, ctx, tp=_tp_of(geo, weights), device=device,
+                             options=_triton_options(geo, ctx, device))
+        logger.info("sgl-amd-mono triton GLM-5.3 on %s: widths %s built in %.1f s", ctx.isa, list(ctx.widths),
+                    time.perf_counter() - start)
+        return built
     logger.info("sgl-amd-mono reference GLM-5.3 on %s: widths %s bound in %.2f s, copies %.2f MiB",
                 ctx.isa, list(ctx.widths), time.perf_counter() - start, weights.copies_bytes / 2**20)
     return ReferenceMonokernels(model=model, geo=geo, weights=weights, widths=tuple(ctx.widths))

@@ -1,0 +1,124 @@
+"""Whole GLM-5.3 steps on the Triton backend through SGLang's real binding, launches under Triton's interpreter
+(run as a subprocess by test_triton_step.py, so TRITON_INTERPRET=1 is set before triton is imported). Prints one
+JSON line: for a decode step with a pad row and an MTP verify step capturing hidden states (bf16 KV: the build's,
+SGLang's --kv-cache-dtype auto; fp8 KV is the per-kind checks'), the
+launches' logits, hidden states and every layer's written MLA and index-K cache rows against the reference
+backend's on an identical pool, and the planted errors' values.
+
+The tiny model covers every kind: layer 0 tokens, layer 1 dense, layer 2 indexer, layer 3 shared, then the tail.
+"""
+import functools
+import json
+import os
+import sys
+
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from dsa_fixture import DsaCaches, make_step  # noqa: E402
+from tiny_glm53 import build_tiny_model  # noqa: E402
+
+from sgl_amd_mono.common import numerics as nm  # noqa: E402
+from sgl_amd_mono.glm53.config import Glm53Geometry  # noqa: E402
+
+# dims the launches tile (index_topk a multiple of 32, v_head a multiple of 128, 16 routed experts), 4 layers
+LAUNCH_TINY = dict(num_attention_heads=2, num_key_value_heads=2, v_head_dim=128, index_topk=64, n_routed_experts=16,
+                   intermediate_size=256, first_k_dense_replace=2, indexer_types=["full", "full", "full", "shared"])
+STEPS = {"decode": dict(kv=torch.bfloat16, seq_lens=[9, 150], tokens=1, ids=[5, 200, 0], pad_rows=1,
+                        capture=False),
+         "verify": dict(kv=torch.bfloat16, seq_lens=[40, 100], tokens=2, ids=[1, 2, 3, 4], pad_rows=0, capture=True)}
+
+
+def index_rows(pool, layer, loc):
+    """The index keys at the slots in loc, dequantized (fp8 x its scale)."""
+    from sgl_amd_mono.glm53.indexer import _page_views
+
+    keys, scales = _page_views(pool.get_index_k_with_scale_buffer(layer), 128)
+    k = keys[loc // 64, loc % 64].view(torch.float8_e4m3fn).float()
+    return k * scales[loc // 64, loc % 64][:, None]
+
+
+def main():
+    from sglang.kernels.plugin_kernels.amd.spec import BuildContext, Plan, ShapeKey
+    from sglang.srt.kernel_plugins.amd.binding import _install_forward
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    from sgl_amd_mono.glm53.runner_triton import layer_kinds
+    from sgl_amd_mono.glm53.spec import make_spec
+
+    model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
+    geo = Glm53Geometry.from_hf(cfg)
+    ctx = BuildContext(isa="cpu", widths=(3, 4), deadline_s=10.0, copies={})
+    ref = make_spec(backend="reference", is_expert_fusion_required=False).build(model, cfg, ctx)
+    spec = make_spec(backend="triton", is_expert_fusion_required=False)
+    built = spec.build(model, cfg, ctx)
+    original = model.forward
+
+    @functools.wraps(original)
+    def sentinel(*args, **kwargs):
+        raise AssertionError("a served key ran SGLang's forward")
+
+    model.forward = sentinel
+    served = frozenset(ShapeKey(forward_mode=m, batch_size=b, tokens_per_request=n)
+                       for m, b, n in (("decode", 3, 1), ("target_verify", 2, 2)))
+    _install_forward(model=model, built=built, served=served, spec=spec)
+    res = {"kinds": layer_kinds(geo), "steps": {}}
+    for name, s in STEPS.items():
+        got_c, want_c = (DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=256, seed=4)
+                         for _ in range(2))
+        outs = []
+        for caches, run in ((got_c, "launch"), (want_c, "reference")):
+            batch, backend, pos = make_step(caches, seq_lens=s["seq_lens"], tokens=s["tokens"],
+                                            input_ids=torch.tensor(s["ids"]), pad_rows=s["pad_rows"],
+                                            capture_hidden=s["capture"])
+            with forward_context(ForwardContext(attn_backend=backend)):
+                if run == "launch":
+                    outs.append(model.forward(batch.input_ids, pos, batch))
+                else:
+                    key = ShapeKey(forward_mode=batch.forward_mode.name.lower(), batch_size=batch.batch_size,
+                                   tokens_per_request=s["tokens"])
+                    outs.append(ref.step(plan=Plan(key=key), input_ids=batch.input_ids, positions=pos,
+                                         forward_batch=batch)[0])
+        built.check_error()
+        got, want = outs
+        live = sum(1 for _ in s["seq_lens"]) * s["tokens"]
+        loc = batch.out_cache_loc[:live]
+        v = {"step.logits.rel": nm.rel(got.next_token_logits[:live], want.next_token_logits[:live]),
+             "step.logits.top1": float((got.next_token_logits[:live].argmax(-1)
+                                        == want.next_token_logits[:live].argmax(-1)).float().mean())}
+        if s["capture"]:
+            v["step.hidden.rel"] = nm.rel(got.hidden_states[:live], want.hidden_states[:live])
+        kv, ik = [], []
+        for i in range(geo.n_layers):
+            g = got_c.pool.get_key_buffer(i).view(-1, geo.kv_cache_dim)[loc].float()
+            w = want_c.pool.get_key_buffer(i).view(-1, geo.kv_cache_dim)[loc].float()
+            kv.append(nm.max_abs(g, w))
+            if geo.runs_indexer[i]:
+                ik.append(nm.max_abs(index_rows(got_c.pool, i, loc), index_rows(want_c.pool, i, loc)))
+        v["step.kv.max_abs"], v["step.index_k.max_abs"] = max(kv), max(ik)
+        res.setdefault("per_layer", {})[name] = {"kv": kv, "index_k": ik}
+        # planted errors, one a bound: one row's logits x1.02, one row's hidden state x1.02, one written MLA cache
+        # value +0.1 and one index-key value +1 (the last layer's)
+        bad = got.next_token_logits[:live].clone()
+        bad[0] *= 1.02
+        ctrl = {"step.logits.rel": nm.rel(bad, want.next_token_logits[:live])}
+        if s["capture"]:
+            h = got.hidden_states[:live].clone()
+            h[0] *= 1.02
+            ctrl["step.hidden.rel"] = nm.rel(h, want.hidden_states[:live])
+        g[0, 0] += 0.1
+        ctrl["step.kv.max_abs"] = nm.max_abs(g, w)
+        last = max(geo.indexer_layers)
+        k = index_rows(got_c.pool, last, loc)
+        k[0, 0] += 1.0
+        ctrl["step.index_k.max_abs"] = nm.max_abs(k, index_rows(want_c.pool, last, loc))
+        res["steps"][name] = {"values": v, "controls": ctrl, "logits_shape": list(got.next_token_logits.shape),
+                              "hidden_is_none": got.hidden_states is None}
+    model.forward = original
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Whole GLM-5.3 steps on the Triton backend through SGLang's real binding (`_install_forward`), every launch
+under Triton's interpreter (`_triton_step_main.py`, a subprocess: TRITON_INTERPRET=1 before triton is imported):
+a decode step with a pad row and an MTP verify step capturing hidden states, on a tiny model with a layer of every
+kind (tokens, dense, indexer, shared) and the tail, against the reference backend on an identical pool: logits,
+hidden states and every layer's written MLA and index-K cache rows within `bounds.STEP_BOUNDS_INTERP`, each bound
+failed by its planted error, every row's top-1 the reference's; no served key ran SGLang's forward."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sgl_amd_mono.common import numerics as nm
+from sgl_amd_mono.glm53.bounds import STEP_BOUNDS_INTERP
+
+HERE = os.path.dirname(__file__)
+
+
+@pytest.fixture(scope="module")
+def result():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "_triton_step_main.py")], env=env, capture_output=True,
+                       text=True, timeout=900)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert r.returncode == 0 and lines, r.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_every_kind_runs(result):
+    assert result["kinds"] == ["tokens", "dense", "indexer", "shared"]
+
+
+@pytest.mark.parametrize("step", ["decode", "verify"])
+def test_step_matches_reference(result, step):
+    r = result["steps"][step]
+    assert r["values"]["step.logits.top1"] == 1.0, r
+    for name, value in r["values"].items():
+        if name in STEP_BOUNDS_INTERP:
+            assert nm.passes(name, value, STEP_BOUNDS_INTERP[name]), (name, value)
+    for name, value in r["controls"].items():
+        assert not nm.passes(name, value, STEP_BOUNDS_INTERP[name]), (name, value)
+    assert set(r["controls"]) == {n for n in STEP_BOUNDS_INTERP if n in r["values"]}
+
+
+def test_decode_is_bitwise(result):
+    v = result["steps"]["decode"]["values"]
+    assert v["step.logits.rel"] == 0.0 and v["step.kv.max_abs"] == 0.0 and v["step.index_k.max_abs"] == 0.0
+
+
+def test_hidden_states_where_captured(result):
+    assert result["steps"]["verify"]["hidden_is_none"] is False and result["steps"]["decode"]["hidden_is_none"] is True
+    assert result["steps"]["verify"]["logits_shape"] == [4, 256] and result["steps"]["decode"]["logits_shape"] == [3, 256]
