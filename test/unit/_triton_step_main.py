@@ -12,7 +12,6 @@ import json
 import os
 import sys
 
-assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,7 +39,9 @@ def index_rows(pool, layer, loc):
     return k * scales[loc // 64, loc % 64][:, None]
 
 
-def main():
+def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0) -> dict:
+    """Every step of `steps` through the binding on the launches and on the reference backend; with replays,
+    the routed step captured in a CUDA graph and replayed that many times (logits bitwise the eager step's)."""
     from sglang.kernels.plugin_kernels.amd.spec import BuildContext, Plan, ShapeKey
     from sglang.srt.kernel_plugins.amd.binding import _install_forward
     from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
@@ -48,9 +49,9 @@ def main():
     from sgl_amd_mono.glm53.runner_triton import layer_kinds
     from sgl_amd_mono.glm53.spec import make_spec
 
-    model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
     geo = Glm53Geometry.from_hf(cfg)
-    ctx = BuildContext(isa="cpu", widths=(3, 4), deadline_s=10.0, copies={})
+    widths = tuple(sorted({len(s["ids"]) for s in steps.values()}))
+    ctx = BuildContext(isa=isa, widths=widths, deadline_s=10.0, copies={})
     ref = make_spec(backend="reference", is_expert_fusion_required=False).build(model, cfg, ctx)
     spec = make_spec(backend="triton", is_expert_fusion_required=False)
     built = spec.build(model, cfg, ctx)
@@ -61,13 +62,14 @@ def main():
         raise AssertionError("a served key ran SGLang's forward")
 
     model.forward = sentinel
-    served = frozenset(ShapeKey(forward_mode=m, batch_size=b, tokens_per_request=n)
-                       for m, b, n in (("decode", 3, 1), ("target_verify", 2, 2)))
+    served = frozenset(ShapeKey(forward_mode="decode" if s["tokens"] == 1 else "target_verify",
+                                batch_size=len(s["ids"]) // s["tokens"], tokens_per_request=s["tokens"])
+                       for s in steps.values())
     _install_forward(model=model, built=built, served=served, spec=spec)
     res = {"kinds": layer_kinds(geo), "steps": {}}
-    for name, s in STEPS.items():
-        got_c, want_c = (DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=256, seed=4)
-                         for _ in range(2))
+    for name, s in steps.items():
+        got_c, want_c = (DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=256, seed=4,
+                                   device=device) for _ in range(2))
         outs = []
         for caches, run in ((got_c, "launch"), (want_c, "reference")):
             batch, backend, pos = make_step(caches, seq_lens=s["seq_lens"], tokens=s["tokens"],
@@ -83,6 +85,26 @@ def main():
                                          forward_batch=batch)[0])
         built.check_error()
         got, want = outs
+        if replays:  # the routed step (launches and step-table copies) captured, replayed on the same pool
+            batch, backend, pos = make_step(got_c, seq_lens=s["seq_lens"], tokens=s["tokens"],
+                                            input_ids=torch.tensor(s["ids"]), pad_rows=s["pad_rows"],
+                                            capture_hidden=s["capture"])
+            with forward_context(ForwardContext(attn_backend=backend)):
+                g = torch.cuda.CUDAGraph()
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    model.forward(batch.input_ids, pos, batch)
+                torch.cuda.current_stream().wait_stream(side)
+                with torch.cuda.graph(g):
+                    gout = model.forward(batch.input_ids, pos, batch)
+                same = True
+                for _ in range(replays):
+                    g.replay()
+                    torch.cuda.synchronize()
+                    same &= bool(torch.equal(gout.next_token_logits, got.next_token_logits))
+            built.check_error()
+            res.setdefault("replays_equal", {})[name] = same
         live = sum(1 for _ in s["seq_lens"]) * s["tokens"]
         loc = batch.out_cache_loc[:live]
         v = {"step.logits.rel": nm.rel(got.next_token_logits[:live], want.next_token_logits[:live]),
@@ -117,8 +139,10 @@ def main():
         res["steps"][name] = {"values": v, "controls": ctrl, "logits_shape": list(got.next_token_logits.shape),
                               "hidden_is_none": got.hidden_states is None}
     model.forward = original
-    print(json.dumps(res))
+    return res
 
 
 if __name__ == "__main__":
-    main()
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
+    print(json.dumps(run(model, cfg)))

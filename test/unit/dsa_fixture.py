@@ -38,15 +38,16 @@ class ReqToToken:
 class DsaCaches:
     """A DSATokenToKVPool with random history for `bs` requests, each on its own shuffled pages."""
 
-    def __init__(self, geo: Glm53Geometry, *, kv_dtype: torch.dtype, bs: int, max_ctx: int, seed: int = 0):
+    def __init__(self, geo: Glm53Geometry, *, kv_dtype: torch.dtype, bs: int, max_ctx: int, seed: int = 0,
+                 device="cpu"):
         from sglang.srt.mem_cache.memory_pool import DSATokenToKVPool
 
-        self.geo, self.bs, self.max_ctx = geo, bs, max_ctx
+        self.geo, self.bs, self.max_ctx, self.device = geo, bs, max_ctx, torch.device(device)
         pages_per_req = -(-max_ctx // INDEX_PAGE)
         size = (bs * pages_per_req + 1) * INDEX_PAGE  # page 0 holds the dummy slot 0
         self.pool = DSATokenToKVPool(
             size=size, page_size=INDEX_PAGE, kv_lora_rank=geo.kv_lora, dtype=kv_dtype,
-            qk_rope_head_dim=geo.qk_rope, layer_num=geo.n_layers, device="cpu",
+            qk_rope_head_dim=geo.qk_rope, layer_num=geo.n_layers, device=device,
             index_head_dim=geo.index_dim, enable_memory_saver=False, kv_cache_dim=geo.kv_cache_dim,
             skip_topk_layers=[not full for full in geo.runs_indexer],
         )
@@ -63,8 +64,8 @@ class DsaCaches:
                 n = kv.shape[0]
                 k = torch.randn(n, geo.index_dim, generator=gen) * torch.rand(n, 1, generator=gen) * 4
                 k_fp8, k_scale = ref.act_quant_ue8m0(k)
-                write_index_k(self.pool.get_index_k_with_scale_buffer(layer), loc=torch.arange(n),
-                              k_fp8=k_fp8, k_scale=k_scale[:, 0])
+                write_index_k(self.pool.get_index_k_with_scale_buffer(layer), loc=torch.arange(n, device=device),
+                              k_fp8=k_fp8.to(device), k_scale=k_scale[:, 0].to(device))
 
     def snapshot(self) -> dict:
         """Copies of every layer's KV and index-K buffers (raw bytes)."""
@@ -130,15 +131,21 @@ def make_step(
         dsa_seqlens_expanded=expanded_t,
     )
     spec_info: Optional[Any] = None
+    if caches.device.type != "cpu":  # every table on the pool's device (a GPU run)
+        for f in dataclasses.fields(meta):
+            if isinstance(getattr(meta, f.name), torch.Tensor):
+                setattr(meta, f.name, getattr(meta, f.name).to(caches.device))
+        req_idx, lens, input_ids = req_idx.to(caches.device), lens.to(caches.device), input_ids.to(caches.device)
+        out_loc, positions = torch.tensor(out_loc, device=caches.device), torch.tensor(positions, device=caches.device)
     batch = ForwardBatch(
         forward_mode=ForwardMode.TARGET_VERIFY if is_verify else ForwardMode.DECODE,
         batch_size=bs,
         input_ids=input_ids,
         req_pool_indices=req_idx,
         seq_lens=lens,
-        out_cache_loc=torch.tensor(out_loc, dtype=torch.int64),
+        out_cache_loc=torch.as_tensor(out_loc, dtype=torch.int64),
         seq_lens_sum=int(lens.sum()),
-        positions=torch.tensor(positions, dtype=torch.int64),
+        positions=torch.as_tensor(positions, dtype=torch.int64),
         spec_info=spec_info,
         capture_hidden_mode=CaptureHiddenMode.FULL if capture_hidden else CaptureHiddenMode.NULL,
     )
