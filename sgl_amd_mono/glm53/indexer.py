@@ -55,7 +55,7 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
     n = x.shape[-1]
     if n & (n - 1):
         raise ValueError(f"Hadamard size {n} is not a power of two")
-    h = torch.ones(1, 1, device=x.device)  # built where x is: no host copy (a CUDA graph can capture it)
+    h = torch.ones(1, 1, dtype=torch.float32, device=x.device)  # built where x is: no host copy (a CUDA graph can capture it)
     while h.shape[0] < n:
         h = torch.cat((torch.cat((h, h), 1), torch.cat((h, -h), 1)), 0)
     return (x.float() @ h * n**-0.5).to(x.dtype)

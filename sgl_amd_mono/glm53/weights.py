@@ -100,6 +100,10 @@ def bind_indexer(geo: Glm53Geometry, layer: Any, i: int) -> IndexerWeights:
     p, ix = f"model.layers.{i}.self_attn.indexer", layer.self_attn.indexer
     if getattr(ix, "is_neox_style", False) or getattr(ix.rotary_emb, "is_neox_style", False):
         raise ValueError(f"{p}.rotary_emb is neox-style; the reference implements GLM's interleaved indexer rope")
+    if getattr(ix, "wk_weights_proj", None) is not None:
+        raise ValueError(f"{p} holds SGLang's fused bf16 wk_weights_proj (its CUDA DSA indexer fusion); the "
+                         "reference and the launches read the block-FP8 wk and weights_proj: set "
+                         "SGLANG_DISABLE_DSA_INDEXER_FUSION=1")
     wq_b, wq_b_s = _linear(f"{p}.wq_b", ix.wq_b, geo.index_heads * geo.index_dim, geo.q_lora)
     wk, wk_s = _linear(f"{p}.wk", ix.wk, geo.index_dim, geo.hidden)
     wp, wp_s = _linear(f"{p}.weights_proj", ix.weights_proj, geo.index_heads, geo.hidden)

@@ -132,9 +132,9 @@ def make_step(
     )
     spec_info: Optional[Any] = None
     if caches.device.type != "cpu":  # every table on the pool's device (a GPU run)
-        for f in dataclasses.fields(meta):
-            if isinstance(getattr(meta, f.name), torch.Tensor):
-                setattr(meta, f.name, getattr(meta, f.name).to(caches.device))
+        meta = dataclasses.replace(meta, **{f.name: getattr(meta, f.name).to(caches.device)
+                                            for f in dataclasses.fields(meta)
+                                            if isinstance(getattr(meta, f.name), torch.Tensor)})
         req_idx, lens, input_ids = req_idx.to(caches.device), lens.to(caches.device), input_ids.to(caches.device)
         out_loc, positions = torch.tensor(out_loc, device=caches.device), torch.tensor(positions, device=caches.device)
     batch = ForwardBatch(

@@ -51,11 +51,15 @@ def build_cuda_model(overrides: dict):
 
     cfg = tg.tiny_hf_config(**overrides)
     qc = Fp8Config(is_checkpoint_fp8_serialized=True, activation_scheme="dynamic", weight_block_size=[128, 128])
+    previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = GlmMoeDsaForCausalLM(cfg, quant_config=qc)
-    model.load_weights(iter({k: v.cuda() for k, v in tg.checkpoint_tensors(cfg, is_fp8=True).items()}.items()))
-    DefaultModelLoader.postprocess_weights(model, torch.device("cuda"))
+    try:
+        with torch.device("cuda"):
+            model = GlmMoeDsaForCausalLM(cfg, quant_config=qc)
+        model.load_weights(iter({k: v.cuda() for k, v in tg.checkpoint_tensors(cfg, is_fp8=True).items()}.items()))
+        DefaultModelLoader.postprocess_weights(model, torch.device("cuda"))
+    finally:
+        torch.set_default_dtype(previous)
     return model.eval(), cfg
 
 
