@@ -7,6 +7,7 @@ failed by its planted error, every row's top-1 the reference's; no served key ra
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -20,7 +21,10 @@ HERE = os.path.dirname(__file__)
 
 @pytest.fixture(scope="module")
 def result():
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    with socket.socket() as sock:  # its own gloo port: this process's tiny models hold conftest's
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    env = dict(os.environ, TRITON_INTERPRET="1", MASTER_PORT=port)
     r = subprocess.run([sys.executable, os.path.join(HERE, "_triton_step_main.py")], env=env, capture_output=True,
                        text=True, timeout=900)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
