@@ -2,7 +2,8 @@
 
 It asks SGLang's own startup check (`monokernel_disable_reasons`, through `find_spec` and the registered
 spec) with a real ServerArgs and ModelConfig built from the given model config, then says which step keys
-and widths the launches would take, and whether a launch backend exists to build them.
+and widths the launches would take, and whether the launches serve this ISA and TP size by default
+(`glm53/served.py`: only where they have run; SGLANG_AMD_MONO_UNVERIFIED=1 otherwise).
 Exit status: 0 served, 1 refused, 2 bad command-line input.
 """
 
@@ -99,10 +100,16 @@ def explain(*, model: str, config_overrides: dict[str, Any], fields: dict[str, A
             raise BadInput(f"not a ServerArgs field: {e}") from e
         cfg = resolving_view(server_args)
         spec, reasons = monokernel_disable_reasons(cfg=cfg, model_config=model_config_of(server_args), isa=isa)
-    answer = {"isa": isa, "spec": spec.name if spec else None, "reasons": list(reasons), "keys": [], "build": None}
+    answer = {"isa": isa, "spec": spec.name if spec else None, "reasons": list(reasons), "keys": [], "unverified": [],
+              "evidence": None}
     if spec is None:
         return answer
-    from sgl_amd_mono.glm53.spec import launch_backend_reason, launch_widths
+    from sgl_amd_mono.glm53.served import serving
+    from sgl_amd_mono.glm53.spec import launch_widths
+
+    rule = serving(isa, int(cfg.tp_size))  # the spec asks it for this host's GPU; explain, for --isa
+    answer["reasons"] += [r for r in rule.reasons if r not in answer["reasons"]]
+    answer["unverified"], answer["evidence"] = list(rule.unverified), rule.evidence
 
     tokens = int(cfg.speculative_num_draft_tokens or 1) if cfg.speculative_algorithm else 1
     mode = "target_verify" if cfg.speculative_algorithm else "decode"
@@ -110,7 +117,6 @@ def explain(*, model: str, config_overrides: dict[str, Any], fields: dict[str, A
     answer["keys"] = [
         ShapeKey(forward_mode=mode, batch_size=w // tokens, tokens_per_request=tokens) for w in widths if w % tokens == 0
     ]
-    answer["build"] = launch_backend_reason(isa)
     return answer
 
 
@@ -174,9 +180,12 @@ def _report(args: argparse.Namespace, answer: dict[str, Any]) -> bool:
     if not answer["keys"]:
         print("refused: no width holds this server's steps")
         return False
-    if answer["build"] is not None:
-        print(f"refused at build: {answer['build']}")
-        return False
+    from sgl_amd_mono.glm53.served import DRAFT_NOTE
+
+    for what in answer["unverified"]:
+        print(f"UNVERIFIED (SGLANG_AMD_MONO_UNVERIFIED=1): {what}")
+    print(f"(verified by {answer['evidence']})" if answer["evidence"] else "(unverified: the startup log warns)")
+    print(f"note: {DRAFT_NOTE}")
     print("served")
     return True
 

@@ -4,19 +4,35 @@ Every device-side wait polls a readiness word until it reaches its target or a d
 On a miss the waiting program writes one error word (launch, stage, program, the stage it waited
 on, the value seen and the target, the step's epoch) into `err: [ERR_WORDS] int64` and every
 other waiting program sees `err[0] != 0` and drains, so the launch ends instead of hanging. The
-host reads the word after the step (`check_error`) and raises a RuntimeError that says where.
+host reads the word after the step (`check_error`) and raises a RuntimeError that says where: the check
+tools' build ("drain").
+
+A serving build ("fault") cannot drain: in a captured step nobody reads the word, and a set word would drain
+every later launch into wrong tokens. So its error word holds the address of a host copy (`host_copy`: pinned
+host memory on a GPU), and the program that writes the word writes the copy too, then stores to address 0x0:
+the GPU faults, the process stops, and no logits come back (SGLang's binding promises that a failed wait stops
+every rank with a GPU fault at address 0x0). The host copy outlives the fault: `FaultWatch` logs it, named
+(launch, stage, program), from a daemon thread and at exit. A check build's host_copy is 0.
 Model-independent; imports nothing from SGLang.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import logging
+import threading
+from typing import Callable
 
 import torch
 
+log = logging.getLogger(__name__)
+
 # err: [ERR_WORDS] int64, one word a field; the lowerings index it by these names (never by number)
-ERR_FIELDS = ("flag", "launch", "stage", "program", "waited_on", "seen", "target", "epoch")
+ERR_FIELDS = ("flag", "launch", "stage", "program", "waited_on", "seen", "target", "epoch", "host_copy")
 ERR_WORDS = len(ERR_FIELDS)
+REPORTED = ERR_FIELDS[:-1]  # the fields a failing program writes (host_copy is the build's, set once)
+ON_ERROR = ("drain", "fault")  # check builds drain and report; serving builds fault at address 0x0
 ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
 ERR_INPUT = 0x1BAD  # err[0] once a step input was found that the launch cannot serve (the first error wins)
 ERR_INVARIANT = 0x1DEA  # err[0] once a launch found its own state inconsistent (a bug, not the input's fault)
@@ -66,6 +82,7 @@ class ErrorWord:
     seen: int
     target: int
     epoch: int
+    host_copy: int = 0
 
     def describe(self, launch_names: dict[int, str] | None = None, stage_names: list[str] | None = None) -> str:
         launch = (launch_names or {}).get(self.launch, str(self.launch))
@@ -87,6 +104,7 @@ class ErrorWord:
 def read_error(err: torch.Tensor) -> ErrorWord | None:
     """The decoded error word, or None while healthy (synchronises: call it outside the step)."""
     w = dict(zip(ERR_FIELDS, (int(v) for v in err.detach().to("cpu").tolist())))
+    w.setdefault("host_copy", 0)
     if w["flag"] == 0:
         return None
     return ErrorWord(**w)
@@ -99,3 +117,53 @@ def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:
         what = {ERR_INPUT: "bad step input", ERR_INVARIANT: "launch invariant broken"}.get(e.flag,
                                                                                        "device deadline missed")
         raise RuntimeError(f"{what}: " + e.describe(launch_names, stage_names))
+
+
+def new_host_copy(device) -> torch.Tensor:
+    """A fault build's host copy of its error word: [ERR_WORDS] int64 zeros in pinned host memory on a GPU (the
+    GPU writes it before it faults, and the host reads it after), a plain tensor on CPU (the interpreter)."""
+    t = torch.zeros(ERR_WORDS, dtype=torch.int64, pin_memory=torch.device(device).type == "cuda")
+    return t
+
+
+class FaultWatch:
+    """Logs the host copy of every fault build's error word once a launch set it: a daemon thread polls the
+    copies (host memory: no GPU call, so it works after the fault) and an exit hook looks once more.
+    `watch(copy, describe)` registers one; describe(ErrorWord) -> str names the launch and stage."""
+
+    _copies: list = []
+    _reported: set = set()
+    _lock = threading.Lock()
+    _thread = None
+
+    @classmethod
+    def watch(cls, copy: torch.Tensor, describe: Callable[["ErrorWord"], str]) -> None:
+        with cls._lock:
+            cls._copies.append((copy, describe))
+            if cls._thread is None:
+                cls._thread = threading.Thread(target=cls._poll, name="sgl-amd-mono-fault-watch", daemon=True)
+                cls._thread.start()
+                atexit.register(cls.report)
+
+    @classmethod
+    def _poll(cls) -> None:
+        import time
+
+        while True:
+            cls.report()
+            time.sleep(0.05)
+
+    @classmethod
+    def report(cls) -> list[str]:
+        """Log (error) each newly set host copy; returns the lines logged."""
+        lines = []
+        with cls._lock:
+            for i, (copy, describe) in enumerate(cls._copies):
+                if i in cls._reported or int(copy[0]) == 0:
+                    continue
+                w = dict(zip(ERR_FIELDS, (int(v) for v in copy.tolist())))
+                cls._reported.add(i)
+                lines.append(f"sgl-amd-mono: the GPU faulted at address 0x0 on purpose (a serving build): "
+                             f"{describe(ErrorWord(**w))}")
+                log.error(lines[-1])
+        return lines

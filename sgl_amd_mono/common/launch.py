@@ -29,6 +29,9 @@ class LaunchOptions:
     trace: bool = False  # NVIDIA timing builds only: every program stamps the global timer at each stage
     count_tasks: bool = False  # interpreter checks: count the tasks each stage runs
     max_context: int = 0  # tokens a row may read at most (kinds that read a request's whole context); 0: the model's
+    # on a missed wait or a bad input: "drain" (check builds: the launch ends, the host reads the error word) or
+    # "fault" (serving builds: the error word's host copy written, then a GPU fault at address 0x0; common/guard.py)
+    on_error: str = "drain"
 
 
 def grid_size(options: LaunchOptions, device: torch.device, *, progs_per_sm: int) -> int:
@@ -50,11 +53,16 @@ class SyncBuffers:
     err [guard.ERR_WORDS] int64, trace [programs, 2 x stages] int64 (trace builds), task_count [stages]
     int32 (COUNT_TASKS builds)."""
 
-    def __init__(self, table: KindTable, layout: SyncLayout, *, n_programs: int, device):
+    def __init__(self, table: KindTable, layout: SyncLayout, *, n_programs: int, device, on_error: str = "drain"):
+        if on_error not in guard.ON_ERROR:
+            raise ValueError(f"on_error {on_error!r} is not one of {list(guard.ON_ERROR)}")
         self.table, self.layout = table, layout
         z = lambda shape, dt: torch.zeros(shape, dtype=dt, device=device)  # noqa: E731
         self.sync = z((layout.words,), torch.int32)
         self.err = guard.new_error_word(device)
+        # a fault build's host copy of the error word (its address in err[host_copy]); None in a drain build
+        self.host_copy = guard.new_host_copy(device) if on_error == "fault" else None
+        self._arm()
         self.trace = z((n_programs, 2 * layout.n_stages), torch.int64)
         self.task_count = z((layout.n_stages,), torch.int32)
 
@@ -72,6 +80,11 @@ class SyncBuffers:
         """Zero the sync words and the error word (after a missed deadline; never needed otherwise)."""
         self.sync.zero_()
         self.err.zero_()
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.host_copy is not None:
+            self.err[guard.ERR_FIELDS.index("host_copy")] = self.host_copy.data_ptr()
 
     def check_error(self, launch_names: dict) -> None:
         """RuntimeError naming the launch, stage and program that missed a deadline, if one did."""

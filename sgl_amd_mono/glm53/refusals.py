@@ -139,7 +139,9 @@ def server_reasons(cfg: Any) -> list[str]:
     if kv in FP8_KV_CACHE_DTYPES and backend not in FP8_DSA_DECODE_BACKENDS:
         reasons.append(
             f"dsa_decode_backend {backend!r} with kv_cache_dtype {kv!r} is not one of "
-            f"{sorted(FP8_DSA_DECODE_BACKENDS)} (fp8 MLA rows of 576 values without scales)"
+            f"{sorted(FP8_DSA_DECODE_BACKENDS)}: the launches read fp8 MLA rows of 576 values without scales, "
+            f"and {backend!r} packs 656-byte rows (512 fp8 values, 4 f32 scales, 64 bf16 rope values); on sm_90, "
+            f"where SGLang's fp8 default is flashmla_kv, pass --dsa-decode-backend triton, tilelang or trtllm"
         )
     if cfg.speculative_algorithm is not None:
         tokens, steps = cfg.speculative_num_draft_tokens, cfg.speculative_num_steps

@@ -2,9 +2,9 @@
 the reference backend's whole-step forward, in torch, over SGLang's weights and caches.
 
 The reference backend is the oracle for every launch and the way tests run the plugin without a
-GPU. It is chosen explicitly (tests, check tools), as the "triton" backend is (`runner_triton.py`: the
-launches) until its whole step has run on the H200; a server's spec asks for "launch", which is refused with
-a ValueError, so such a server runs SGLang's own path.
+GPU; tests and check tools choose it explicitly. A server's spec asks for "triton" (`runner_triton.py`: the
+launches), whose configurations the startup check has already passed (`served.py`: served by default only
+where they have run; SGLANG_AMD_MONO_UNVERIFIED=1 otherwise, warned here).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Optional
 import torch
 
 from sgl_amd_mono.backends import reference as ref
-from sgl_amd_mono.glm53.backends_available import launch_backend_reason
+from sgl_amd_mono.glm53.served import DRAFT_NOTE, serving
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.indexer import run_indexer
 from sgl_amd_mono.glm53.layer import MoeWeights, attention_half, dense_half, moe_half
@@ -105,26 +105,24 @@ def _tp_of(geo: Glm53Geometry, weights: ModelWeights) -> int:
     return geo.heads // (weights.layers[0].attn.q_b.shape[0] // geo.qk_head)
 
 
-def _triton_options(geo: Glm53Geometry, ctx: Any, device: torch.device):
-    """The launches' build options: SGLang's deadline, the model's longest context, and on a CPU host (tests:
-    Triton's interpreter) one program in stage order."""
+def _triton_options(geo: Glm53Geometry, ctx: Any, device: torch.device, on_error: str):
+    """The launches' build options: SGLang's deadline, the model's longest context, what a failed wait does, and
+    on a CPU host (tests: Triton's interpreter) one program in stage order."""
     from sgl_amd_mono.common.launch import LaunchOptions
 
-    return LaunchOptions(deadline_s=float(ctx.deadline_s), max_context=geo.max_positions,
+    return LaunchOptions(deadline_s=float(ctx.deadline_s), max_context=geo.max_positions, on_error=on_error,
                          placement="sequential" if device.type == "cpu" else "persistent")
 
 
-def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> Any:
+def build(model: Any, hf_config: Any, ctx: Any, *, backend: str, on_error: str = "drain") -> Any:
     """The built object SGLang's binding installs. ctx: SGLang's BuildContext (isa, widths, ...).
 
     backend "reference" binds the model's weights in place (copies logged) and returns the torch
-    step; "triton" builds every launch of every width (`runner_triton.build_triton`); any other backend
-    raises ValueError.
+    step; "triton" builds every launch of every width (`runner_triton.build_triton`; on_error: "fault" in a
+    server's build, "drain" in the check tools'); any other backend raises ValueError.
     """
     if backend not in BACKENDS:
-        # the same sentence `explain` prints (backends_available is the one place that knows)
-        why = launch_backend_reason(ctx.isa) or f"backend {backend!r} is not one of {list(BACKENDS)}"
-        raise ValueError(f"sgl-amd-mono: {why}; run the server without --enable-amd-monokernel (SGLang's own path)")
+        raise ValueError(f"sgl-amd-mono: backend {backend!r} is not one of {list(BACKENDS)}")
     start = time.perf_counter()
     geo = Glm53Geometry.from_hf(hf_config)
     weights = bind_model(model, geo)
@@ -132,10 +130,16 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str) -> Any:
         from sgl_amd_mono.glm53.runner_triton import build_triton
 
         device = model.lm_head.weight.device
-        built = build_triton(model, geo, weights, ctx, tp=_tp_of(geo, weights), device=device,
-                             options=_triton_options(geo, ctx, device))
-        logger.info("sgl-amd-mono triton GLM-5.3 on %s: widths %s built in %.1f s", ctx.isa, list(ctx.widths),
-                    time.perf_counter() - start)
+        tp = _tp_of(geo, weights)
+        rule = serving(ctx.isa, tp)
+        for what in rule.unverified:
+            logger.warning("sgl-amd-mono: UNVERIFIED (SGLANG_AMD_MONO_UNVERIFIED=1): %s", what)
+        built = build_triton(model, geo, weights, ctx, tp=tp, device=device,
+                             options=_triton_options(geo, ctx, device, on_error))
+        logger.info("sgl-amd-mono triton GLM-5.3 on %s TP %d: widths %s built in %.1f s; a failed wait %s; %s; "
+                    "verified by %s", ctx.isa, tp, list(ctx.widths), time.perf_counter() - start,
+                    "faults the GPU at address 0x0" if on_error == "fault" else "drains and is reported",
+                    DRAFT_NOTE, rule.evidence or "nothing (" + "; ".join(rule.unverified or rule.reasons) + ")")
         return built
     logger.info("sgl-amd-mono reference GLM-5.3 on %s: widths %s bound in %.2f s, copies %.2f MiB",
                 ctx.isa, list(ctx.widths), time.perf_counter() - start, weights.copies_bytes / 2**20)

@@ -85,8 +85,9 @@ def special(kind: str, case: str) -> None:
     width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2, "ranks": 3}.get(case, 1)
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
-    if case == "deadline":
-        opts = LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=kinds.get(kind).table.stage_id("attn"))
+    if case in ("deadline", "fault"):
+        opts = LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=kinds.get(kind).table.stage_id("attn"),
+                             on_error="drain" if case == "deadline" else "fault")
     if case == "ties":  # a zero gate: every score 0.5; expert 11 alone gets a bias, the rest tie for 2nd
         weights[1].gate.zero_()
         weights[1].bias.zero_()
@@ -97,6 +98,15 @@ def special(kind: str, case: str) -> None:
     res = {}
     if case == "wrap":
         short_of_wrap(plan)
+    if case == "fault":  # a serving build: the host copy (here a file the parent reads), then address 0x0
+        copy = torch.from_file(os.environ["FAULT_COPY_FILE"], shared=True, size=len(plan.sync.host_copy),
+                               dtype=torch.int64)
+        plan.sync.host_copy = copy
+        plan.sync.reset()  # err[host_copy] = the file's address
+        print("launching", flush=True)
+        plan.run(layer, dict(vars(step), kv_cache=step.kv_cache.clone()))
+        print("the launch returned", flush=True)  # never reached: the store to 0x0 kills the process
+        return
     if case == "nan":  # row 0's hidden all NaN: its router ranks NaN as -inf; row 1 must keep its bits
         clean = plan.run(layer, dict(vars(step), kv_cache=step.kv_cache.clone()))
         clean = {k: v.clone() for k, v in clean.items()}
@@ -188,7 +198,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "ranks"):
+    if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "ranks"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

@@ -7,6 +7,7 @@ backend's on an identical pool, and the planted errors' values.
 
 The tiny model covers every kind: layer 0 tokens, layer 1 dense, layer 2 indexer, layer 3 shared, then the tail.
 """
+import contextlib
 import functools
 import json
 import os
@@ -16,6 +17,7 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "kernels", "glm53"))
 from dsa_fixture import DsaCaches, make_step  # noqa: E402
 from tiny_glm53 import build_tiny_model  # noqa: E402
 
@@ -39,22 +41,31 @@ def index_rows(pool, layer, loc):
     return k * scales[loc // 64, loc % 64][:, None]
 
 
-def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0) -> dict:
-    """Every step of `steps` through the binding on the launches and on the reference backend; with replays,
-    the routed step captured in a CUDA graph and replayed that many times (logits bitwise the eager step's)."""
-    from sglang.kernels.plugin_kernels.amd.spec import BuildContext, Plan, ShapeKey
-    from sglang.srt.kernel_plugins.amd.binding import _install_forward
-    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+def step_key(s: dict):
+    from sglang.kernels.plugin_kernels.amd.spec import ShapeKey
 
-    from sgl_amd_mono.glm53.runner_triton import layer_kinds
+    return ShapeKey(forward_mode="decode" if s["tokens"] == 1 else "target_verify",
+                    batch_size=len(s["ids"]) // s["tokens"], tokens_per_request=s["tokens"])
+
+
+def build_both(model, cfg, *, isa, widths, on_error="drain", deadline_s=10.0):
+    """(reference backend, launches, their spec) built through the spec as SGLang's binding builds them."""
+    from sglang.kernels.plugin_kernels.amd.spec import BuildContext
+
     from sgl_amd_mono.glm53.spec import make_spec
 
-    geo = Glm53Geometry.from_hf(cfg)
-    widths = tuple(sorted({len(s["ids"]) for s in steps.values()}))
-    ctx = BuildContext(isa=isa, widths=widths, deadline_s=10.0, copies={})
+    ctx = BuildContext(isa=isa, widths=tuple(widths), deadline_s=deadline_s, copies={})
     ref = make_spec(backend="reference", is_expert_fusion_required=False).build(model, cfg, ctx)
-    spec = make_spec(backend="triton", is_expert_fusion_required=False)
-    built = spec.build(model, cfg, ctx)
+    spec = make_spec(backend="triton", is_expert_fusion_required=False, on_error=on_error)
+    return ref, spec.build(model, cfg, ctx), spec
+
+
+@contextlib.contextmanager
+def routed(model, built, spec, keys):
+    """SGLang's binding installed on `model` for `keys` (its own `_install_forward`); SGLang's forward replaced by a
+    sentinel that fails if a served key reaches it; both restored after."""
+    from sglang.srt.kernel_plugins.amd.binding import _install_forward
+
     original = model.forward
 
     @functools.wraps(original)
@@ -62,14 +73,56 @@ def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0) -> dict:
         raise AssertionError("a served key ran SGLang's forward")
 
     model.forward = sentinel
-    served = frozenset(ShapeKey(forward_mode="decode" if s["tokens"] == 1 else "target_verify",
-                                batch_size=len(s["ids"]) // s["tokens"], tokens_per_request=s["tokens"])
-                       for s in steps.values())
-    _install_forward(model=model, built=built, served=served, spec=spec)
-    res = {"kinds": layer_kinds(geo), "steps": {}}
+    _install_forward(model=model, built=built, served=frozenset(keys), spec=spec)
+    try:
+        yield
+    finally:
+        model.forward = original
+
+
+def reference_step(ref, s, batch, pos):
+    from sglang.kernels.plugin_kernels.amd.spec import Plan, ShapeKey
+
+    key = ShapeKey(forward_mode=batch.forward_mode.name.lower(), batch_size=batch.batch_size,
+                   tokens_per_request=s["tokens"])
+    return ref.step(plan=Plan(key=key), input_ids=batch.input_ids, positions=pos, forward_batch=batch)[0]
+
+
+def written_outside(geo, before: dict, pool, loc) -> int:
+    """Cache rows (MLA rows; index keys or scales) that differ from `before` (DsaCaches.snapshot) at slots outside
+    `loc`, over every layer."""
+    from registry import changed_slots
+
+    allowed, n = set(loc.tolist()), 0
+    for i in range(geo.n_layers):
+        kv = pool.get_key_buffer(i).view(-1, geo.kv_cache_dim)
+        n += len(changed_slots("kv_cache", before["kv"][i].view(-1, geo.kv_cache_dim), kv) - allowed)
+    for b0, b1 in zip(before["index"], pool.index_key_cache.buffer):
+        n += len(changed_slots("index_k_cache", b0, b1) - allowed)
+    return n
+
+
+def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0, on_error="drain", seed=4) -> dict:
+    """Every step of `steps` through the binding on the launches and on the reference backend; with replays,
+    the routed step captured in a CUDA graph and replayed that many times (logits bitwise the eager step's)."""
+    from sgl_amd_mono.glm53.runner_triton import layer_kinds
+
+    geo = Glm53Geometry.from_hf(cfg)
+    ref, built, spec = build_both(model, cfg, isa=isa, widths=sorted({len(s["ids"]) for s in steps.values()}),
+                                  on_error=on_error)
+    with routed(model, built, spec, [step_key(s) for s in steps.values()]):
+        return _run_steps(model, geo, ref, built, device, steps, replays, seed, layer_kinds(geo))
+
+
+def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -> dict:
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    res = {"kinds": kinds_of, "steps": {}}
     for name, s in steps.items():
-        got_c, want_c = (DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=256, seed=4,
-                                   device=device) for _ in range(2))
+        max_ctx = max(256, max(s["seq_lens"]) + s["tokens"] + 1)  # 256: the CPU cases' pool (their draws pinned)
+        got_c, want_c = (DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=max_ctx,
+                                   seed=seed, device=device) for _ in range(2))
+        before = got_c.snapshot()
         outs = []
         for caches, run in ((got_c, "launch"), (want_c, "reference")):
             batch, backend, pos = make_step(caches, seq_lens=s["seq_lens"], tokens=s["tokens"],
@@ -79,12 +132,17 @@ def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0) -> dict:
                 if run == "launch":
                     outs.append(model.forward(batch.input_ids, pos, batch))
                 else:
-                    key = ShapeKey(forward_mode=batch.forward_mode.name.lower(), batch_size=batch.batch_size,
-                                   tokens_per_request=s["tokens"])
-                    outs.append(ref.step(plan=Plan(key=key), input_ids=batch.input_ids, positions=pos,
-                                         forward_batch=batch)[0])
+                    outs.append(reference_step(ref, s, batch, pos))
         built.check_error()
         got, want = outs
+        outside = written_outside(geo, before, got_c.pool, batch.out_cache_loc)
+        # its planted error: one byte of the last slot's MLA row in layer 0 changed (a write outside out_loc)
+        kv0 = got_c.pool.get_key_buffer(0).view(-1, geo.kv_cache_dim)
+        kv0_last = kv0[-1].clone()
+        kv0.view(torch.uint8)[-1, 0] ^= 1
+        outside_planted = written_outside(geo, before, got_c.pool, batch.out_cache_loc)
+        kv0[-1] = kv0_last
+        del before
         if replays:  # the routed step (launches and step-table copies) captured, replayed on the same pool
             batch, backend, pos = make_step(got_c, seq_lens=s["seq_lens"], tokens=s["tokens"],
                                             input_ids=torch.tensor(s["ids"]), pad_rows=s["pad_rows"],
@@ -137,8 +195,9 @@ def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0) -> dict:
         k[0, 0] += 1.0
         ctrl["step.index_k.max_abs"] = nm.max_abs(k, index_rows(want_c.pool, last, loc))
         res["steps"][name] = {"values": v, "controls": ctrl, "logits_shape": list(got.next_token_logits.shape),
-                              "hidden_is_none": got.hidden_states is None}
-    model.forward = original
+                              "hidden_is_none": got.hidden_states is None, "written_outside_out_loc": outside,
+                              "written_outside_planted": outside_planted}
+        del got_c, want_c
     return res
 
 

@@ -57,12 +57,16 @@ class DsaCaches:
         pos = torch.arange(pages_per_req * INDEX_PAGE)
         slots = pages[:, pos // INDEX_PAGE] * INDEX_PAGE + pos % INDEX_PAGE
         self.req_to_token = ReqToToken(req_to_token=slots[:, :max_ctx].int())
+        # the history: drawn on the pool's device (a GPU pool of real GLM-5.3 contexts; the CPU's draw unchanged)
+        dev = self.device
+        gen = gen if dev.type == "cpu" else torch.Generator(device=dev).manual_seed(seed)
         for layer in range(geo.n_layers):
             kv = self.pool.get_key_buffer(layer).view(-1, geo.kv_cache_dim)
-            kv.copy_(torch.randn(kv.shape, generator=gen).to(kv.dtype))
+            kv.copy_(torch.randn(kv.shape, generator=gen, device=dev).to(kv.dtype))
             if geo.runs_indexer[layer]:
                 n = kv.shape[0]
-                k = torch.randn(n, geo.index_dim, generator=gen) * torch.rand(n, 1, generator=gen) * 4
+                k = (torch.randn(n, geo.index_dim, generator=gen, device=dev)
+                     * torch.rand(n, 1, generator=gen, device=dev) * 4)
                 k_fp8, k_scale = ref.act_quant_ue8m0(k)
                 write_index_k(self.pool.get_index_k_with_scale_buffer(layer), loc=torch.arange(n, device=device),
                               k_fp8=k_fp8.to(device), k_scale=k_scale[:, 0].to(device))

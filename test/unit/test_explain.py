@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sgl_amd_mono import cli
-from sgl_amd_mono.glm53 import backends_available
+from sgl_amd_mono.glm53 import served
 
 
 def run(capsys, *argv):
@@ -14,25 +14,47 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-def test_served_when_a_launch_backend_exists(capsys, monkeypatch):
-    monkeypatch.setattr(backends_available, "LAUNCH_BACKENDS", {"gfx950": "test"})
-    code, out, _ = run(capsys, "--model", "glm-5.3", "--tp", "8", "--isa", "gfx950")
+def test_sm90_tp1_is_served_with_its_widths(capsys, monkeypatch):
+    monkeypatch.delenv(served.UNVERIFIED_ENV, raising=False)
+    code, out, _ = run(capsys, "--model", "glm-5.3", "--tp", "1", "--isa", "sm_90")
     assert code == 0, out
-    assert "decode batch 8 x 1 = 8 rows" in out and out.strip().endswith("served")
+    assert "decode batch 1 x 1 = 1 rows, decode batch 2 x 1 = 2 rows, decode batch 4 x 1 = 4 rows" in out
+    assert f"verified by {served.RAN[('sm_90', 1)]}" in out and "GlmMoeDsaForCausalLMNextN" in out
+    assert out.strip().endswith("served")
 
 
-def test_mtp_verify_keys_at_tp4(capsys, monkeypatch):
-    monkeypatch.setattr(backends_available, "LAUNCH_BACKENDS", {"gfx950": "test"})
-    code, out, _ = run(capsys, "--tp", "4", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
-                       "--speculative-eagle-topk", "1")
+def test_gfx950_is_refused_unless_unverified_is_set(capsys, monkeypatch):
+    monkeypatch.delenv(served.UNVERIFIED_ENV, raising=False)
+    code, out, _ = run(capsys, "--tp", "1", "--isa", "gfx950")
+    assert code == 1 and "no whole step of them has run on gfx950" in out and "SGLANG_AMD_MONO_UNVERIFIED=1" in out
+    monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
+    code, out, _ = run(capsys, "--tp", "1", "--isa", "gfx950")
+    assert code == 0, out
+    assert "UNVERIFIED (SGLANG_AMD_MONO_UNVERIFIED=1): triton launches at TP 1 on gfx950" in out
+    assert out.strip().endswith("served")
+
+
+def test_tp_above_1_is_refused_even_unverified(capsys, monkeypatch):
+    monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
+    for isa in ("sm_90", "gfx950"):
+        code, out, _ = run(capsys, "--tp", "8", "--isa", isa)
+        assert code == 1 and "tp 8: the launches build TP [1] only" in out, out
+
+
+def test_mtp_verify_keys_at_tp1(capsys, monkeypatch):
+    monkeypatch.delenv(served.UNVERIFIED_ENV, raising=False)
+    code, out, _ = run(capsys, "--tp", "1", "--isa", "sm_90", "--speculative-algorithm", "EAGLE",
+                       "--speculative-num-steps", "3", "--speculative-eagle-topk", "1")
     assert code == 0, out
     assert "target_verify batch 1 x 4 = 4 rows" in out and "8 rows" not in out
 
 
-def test_today_build_refuses_the_good_setup(capsys):
-    code, out, _ = run(capsys, "--isa", "sm_90", "--tp", "2")
-    assert code == 1
-    assert "startup checks pass" in out and "no launch backend runs a whole GLM-5.3 step on sm_90" in out
+def test_fp8_kv_on_sm90_names_the_row_layout(capsys):
+    code, out, _ = run(capsys, "--tp", "1", "--isa", "sm_90", "--kv-cache-dtype", "fp8_e4m3")
+    assert code == 1 and "flashmla_kv" in out and "576 values" in out and "656-byte rows" in out, out
+    code, out, _ = run(capsys, "--tp", "1", "--isa", "sm_90", "--kv-cache-dtype", "fp8_e4m3",
+                       "--dsa-decode-backend", "triton")
+    assert code == 0, out
 
 
 def test_refused_with_every_reason(capsys):

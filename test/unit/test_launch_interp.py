@@ -98,6 +98,31 @@ def test_missed_deadline_reports_error_word():
     assert "layer 3: program 0 in stage attn missed its deadline" in r.stderr, r.stderr[-2000:]
 
 
+def test_missed_wait_in_a_serving_build_faults(tmp_path):
+    """The same missed arrival in a serving build (on_error "fault"): the failing program writes the error
+    word's host copy (here a file, so this process reads it after the child died), then stores to address 0x0.
+    The child dies by the signal before its launch returns; the copy names the launch, stage and program."""
+    import signal
+
+    from sgl_amd_mono.common import guard
+
+    copy = tmp_path / "host_copy"
+    copy.write_bytes(bytes(8 * guard.ERR_WORDS))
+    env = dict(os.environ, TRITON_INTERPRET="1", FAULT_COPY_FILE=str(copy))
+    r = subprocess.run([sys.executable, os.path.join(HERE, "_interp_main.py"), "shared", "fault"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr[-2000:])
+    assert "launching" in r.stdout and "the launch returned" not in r.stdout
+    w = dict(zip(guard.ERR_FIELDS, (int.from_bytes(copy.read_bytes()[8 * i: 8 * i + 8], "little", signed=True)
+                                    for i in range(guard.ERR_WORDS))))
+    assert w["flag"] == guard.ERR_FLAG and w["launch"] == 3 and w["program"] == 0, w
+    from sgl_amd_mono.backends.triton import kinds
+
+    stages = kinds.get("shared").table.stage_names()
+    assert w["stage"] == stages.index("attn"), w
+    assert "program 0 in stage attn missed its deadline" in guard.ErrorWord(**w).describe(None, stages)
+
+
 def test_router_ties_pick_lowest_id():
     """A zero gate makes every score 0.5; expert 11 alone is biased, so it ranks first and the other 15 tie
     for the second pick, which must go to the lowest id (0); weights 0.5 / (0.5 + 0.5) * 2.5 each."""

@@ -56,3 +56,9 @@ def test_decode_is_bitwise(result):
 def test_hidden_states_where_captured(result):
     assert result["steps"]["verify"]["hidden_is_none"] is False and result["steps"]["decode"]["hidden_is_none"] is True
     assert result["steps"]["verify"]["logits_shape"] == [4, 256] and result["steps"]["decode"]["logits_shape"] == [3, 256]
+
+
+@pytest.mark.parametrize("step", ["decode", "verify"])
+def test_caches_written_only_at_out_cache_loc(result, step):
+    r = result["steps"][step]
+    assert r["written_outside_out_loc"] == 0 and r["written_outside_planted"] >= 1, r

@@ -75,7 +75,7 @@ def block_quant(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Block-128 FP8 quant of a weight: (w_fp8 [N, K], scale_inv [ceil(N/128), ceil(K/128)] f32)."""
     n, k = w.shape
     nb, kb = math.ceil(n / 128), math.ceil(k / 128)
-    wp = torch.zeros(nb * 128, kb * 128)
+    wp = torch.zeros(nb * 128, kb * 128, device=w.device)
     wp[:n, :k] = w.float()
     blocks = wp.view(nb, 128, kb, 128)
     scale = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0
@@ -85,15 +85,21 @@ def block_quant(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def checkpoint_tensors(cfg: Any, *, is_fp8: bool, seed: int = 0) -> dict[str, torch.Tensor]:
     """Synthetic tensors under GLM-5.3 checkpoint names (norms and biases random, not ones)."""
-    gen = torch.Generator().manual_seed(seed)
+    return dict(iter_checkpoint_tensors(cfg, is_fp8=is_fp8, seed=seed))
+
+
+def iter_checkpoint_tensors(cfg: Any, *, is_fp8: bool, seed: int = 0, device="cpu"):
+    """checkpoint_tensors' (name, tensor) pairs one linear at a time, drawn on `device` (a GPU draws GLM-5.3's
+    real shapes in seconds and holds one linear at a time beyond the model; its draw is not the CPU's)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
     hidden = cfg.hidden_size
     sd: dict[str, torch.Tensor] = {}
 
     def rand(*shape, scale=0.02):
-        return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16)
+        return (torch.randn(*shape, generator=gen, device=device) * scale).to(torch.bfloat16)
 
     def norm(n, dtype=torch.bfloat16):
-        return (1.0 + 0.1 * torch.randn(n, generator=gen)).to(dtype)
+        return (1.0 + 0.1 * torch.randn(n, generator=gen, device=device)).to(dtype)
 
     def linear(name, n, k):
         w = rand(n, k)
@@ -101,6 +107,7 @@ def checkpoint_tensors(cfg: Any, *, is_fp8: bool, seed: int = 0) -> dict[str, to
             sd[name], sd[name.replace(".weight", ".weight_scale_inv")] = block_quant(w)
         else:
             sd[name] = w
+        yield from _drain(sd)
 
     heads, nope, rope, v = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim)
     sd["model.embed_tokens.weight"] = rand(cfg.vocab_size, hidden, scale=1.0)
@@ -111,35 +118,42 @@ def checkpoint_tensors(cfg: Any, *, is_fp8: bool, seed: int = 0) -> dict[str, to
         a = p + "self_attn."
         sd[p + "input_layernorm.weight"] = norm(hidden)
         sd[p + "post_attention_layernorm.weight"] = norm(hidden)
-        linear(a + "q_a_proj.weight", cfg.q_lora_rank, hidden)
+        yield from linear(a + "q_a_proj.weight", cfg.q_lora_rank, hidden)
         sd[a + "q_a_layernorm.weight"] = norm(cfg.q_lora_rank)
-        linear(a + "q_b_proj.weight", heads * (nope + rope), cfg.q_lora_rank)
-        linear(a + "kv_a_proj_with_mqa.weight", cfg.kv_lora_rank + rope, hidden)
+        yield from linear(a + "q_b_proj.weight", heads * (nope + rope), cfg.q_lora_rank)
+        yield from linear(a + "kv_a_proj_with_mqa.weight", cfg.kv_lora_rank + rope, hidden)
         sd[a + "kv_a_layernorm.weight"] = norm(cfg.kv_lora_rank)
-        linear(a + "kv_b_proj.weight", heads * (nope + v), cfg.kv_lora_rank)
-        linear(a + "o_proj.weight", hidden, heads * v)
+        yield from linear(a + "kv_b_proj.weight", heads * (nope + v), cfg.kv_lora_rank)
+        yield from linear(a + "o_proj.weight", hidden, heads * v)
         if cfg.indexer_types[layer] == "full":
-            linear(a + "indexer.wq_b.weight", cfg.index_n_heads * cfg.index_head_dim, cfg.q_lora_rank)
-            linear(a + "indexer.wk.weight", cfg.index_head_dim, hidden)
+            yield from linear(a + "indexer.wq_b.weight", cfg.index_n_heads * cfg.index_head_dim, cfg.q_lora_rank)
+            yield from linear(a + "indexer.wk.weight", cfg.index_head_dim, hidden)
             sd[a + "indexer.weights_proj.weight"] = rand(cfg.index_n_heads, hidden)
             sd[a + "indexer.k_norm.weight"] = norm(cfg.index_head_dim, torch.float32)
-            sd[a + "indexer.k_norm.bias"] = (0.1 * torch.randn(cfg.index_head_dim, generator=gen)).float()
+            sd[a + "indexer.k_norm.bias"] = (0.1 * torch.randn(cfg.index_head_dim, generator=gen, device=device)).float()
         m = p + "mlp."
         if layer < cfg.first_k_dense_replace:
             for n, shape in (("gate_proj", (cfg.intermediate_size, hidden)), ("up_proj", (cfg.intermediate_size, hidden)),
                              ("down_proj", (hidden, cfg.intermediate_size))):
-                linear(m + n + ".weight", *shape)
+                yield from linear(m + n + ".weight", *shape)
         else:
             sd[m + "gate.weight"] = rand(cfg.n_routed_experts, hidden, scale=0.1)
-            sd[m + "gate.e_score_correction_bias"] = (0.05 * torch.randn(cfg.n_routed_experts, generator=gen)).float()
+            sd[m + "gate.e_score_correction_bias"] = (0.05 * torch.randn(cfg.n_routed_experts, generator=gen, device=device)).float()
             inter = cfg.moe_intermediate_size
             shapes = (("gate_proj", (inter, hidden)), ("up_proj", (inter, hidden)), ("down_proj", (hidden, inter)))
             for e in range(cfg.n_routed_experts):
                 for n, shape in shapes:
-                    linear(m + f"experts.{e}.{n}.weight", *shape)
+                    yield from linear(m + f"experts.{e}.{n}.weight", *shape)
             for n, shape in shapes:
-                linear(m + f"shared_experts.{n}.weight", *shape)
-    return sd
+                yield from linear(m + f"shared_experts.{n}.weight", *shape)
+    yield from _drain(sd)
+
+
+def _drain(sd: dict):
+    """Yield and forget every pair gathered so far (insertion order)."""
+    while sd:
+        name = next(iter(sd))
+        yield name, sd.pop(name)
 
 
 def build_tiny_model(*, is_fp8: bool = True, seed: int = 0, **overrides: Any) -> tuple[torch.nn.Module, Any]:

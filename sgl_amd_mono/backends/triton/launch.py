@@ -158,7 +158,9 @@ class LaunchPlan:
         self.scratch = {k: mk(s, dt) for k, (s, dt) in self.table.shapes("scratch", self.dims).items()}
         self.out = {k: mk(s, dt) for k, (s, dt) in self.table.shapes("outputs", self.dims).items()}
         self.sync = SyncBuffers(self.table, self.table.sync_layout(self.dims), n_programs=self.n_programs,
-                                device=self.device)
+                                device=self.device, on_error=options.on_error)
+        if self.sync.host_copy is not None:  # a serving build: its fault is logged from the host copy
+            guard.FaultWatch.watch(self.sync.host_copy, self.describe_error)
         self.compiled = None
         self.resources: dict = {}
         self.compile_s = 0.0
@@ -280,7 +282,13 @@ class LaunchPlan:
         """RuntimeError naming the layer, stage and program that missed a deadline, if one did."""
         e = guard.read_error(self.sync.err)
         if e is not None:
-            self.sync.check_error({e.launch: f"{self.name} layer {e.launch}"})
+            self.sync.check_error(self._launch_names(e))
+
+    def _launch_names(self, e: guard.ErrorWord) -> dict:
+        return {e.launch: f"{self.name} layer {e.launch}"}
+
+    def describe_error(self, e: guard.ErrorWord) -> str:
+        return e.describe(self._launch_names(e), self.table.stage_names())
 
     def reset_sync(self) -> None:
         """After a missed deadline: zero the sync and error words, and the scratch (a stage may have left a

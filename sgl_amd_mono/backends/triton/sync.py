@@ -11,7 +11,8 @@ takes 57 * 132 arrivals a step at a stage: int32 wraps after ~285K steps). The l
 itself at its end (the last program to arrive at the last stage's counter), so a replayed CUDA graph needs
 no host write. A wait that passes its deadline writes the error word (`common/guard.py`, whose field names
 index it here) and returns 0; every later wait sees err[flag] != 0 and returns 0 at once, so the launch
-drains instead of hanging.
+drains instead of hanging (a check build); a serving build's first failing program faults at address 0x0
+instead (`report_error`).
 """
 
 import triton
@@ -30,6 +31,7 @@ _E_WAITED_ON: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("waited_on"))
 _E_SEEN: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("seen"))
 _E_TARGET: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("target"))
 _E_EPOCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("epoch"))
+_E_HOST_COPY: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("host_copy"))
 
 
 @triton.jit
@@ -83,17 +85,8 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
             stop = (over | (flag != 0)).to(tl.int32)
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
     ok = ((seen - target) >= 0).to(tl.int32)
-    if ok == 0:
-        z = seen.to(tl.int64) * 0
-        first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + ERR_FLAG, sem="acq_rel")
-        if first == 0:  # the first program to miss writes where
-            tl.store(err_ptr + _E_LAUNCH, (z + launch_id).to(tl.int64))
-            tl.store(err_ptr + _E_STAGE, (z + stage).to(tl.int64))
-            tl.store(err_ptr + _E_PROGRAM, (z + pid).to(tl.int64))
-            tl.store(err_ptr + _E_WAITED_ON, (z + counter).to(tl.int64))
-            tl.store(err_ptr + _E_SEEN, seen.to(tl.int64))
-            tl.store(err_ptr + _E_TARGET, (z + target).to(tl.int64))
-            tl.store(err_ptr + _E_EPOCH, (z + epoch).to(tl.int64))
+    if ok == 0:  # the first program to miss writes where (and a serving build faults)
+        report_error(err_ptr, ERR_FLAG, launch_id, stage, pid, counter, seen, target, epoch)
     tl.debug_barrier()
     return ok
 
@@ -103,28 +96,42 @@ def report_input(err_ptr, launch_id, stage, pid, row, value, limit):
     """A step input the launch cannot serve (row's `value` past `limit`): the first error of the launch writes
     the error word (ERR_INPUT: the stage, the row, the value, the limit); every wait then stops, so the
     launch drains, and the host raises naming them. The caller reads the value clamped to the limit."""
-    report_error(err_ptr, ERR_INPUT, launch_id, stage, pid, row, value, limit)
+    report_error(err_ptr, ERR_INPUT, launch_id, stage, pid, row, value, limit, 0)
 
 
 @triton.jit
 def report_invariant(err_ptr, launch_id, stage, pid, row, value, limit):
     """The launch's own state broke an invariant (row's `value` past `limit`, e.g. a list entry past its row's
     top-k): the error word as report_input's, flagged ERR_INVARIANT. The caller drops the writes past it."""
-    report_error(err_ptr, ERR_INVARIANT, launch_id, stage, pid, row, value, limit)
+    report_error(err_ptr, ERR_INVARIANT, launch_id, stage, pid, row, value, limit, 0)
 
 
 @triton.jit
-def report_error(err_ptr, FLAG: tl.constexpr, launch_id, stage, pid, row, value, limit):
-    """The first error of the launch writes the error word (FLAG and its fields); later ones change nothing."""
-    z = (value * 0).to(tl.int64)
+def report_error(err_ptr, FLAG: tl.constexpr, launch_id, stage, pid, waited_on, seen, target, epoch):
+    """The first error of the launch writes the error word (FLAG and its fields); later ones change nothing.
+    In a serving build (err[host_copy] != 0, `common/guard.py`) that first program writes the same fields to the
+    host copy, flag last, then stores to address 0x0: the GPU faults and the step never ends in tokens."""
+    z = (seen * 0).to(tl.int64)
     first = tl.atomic_cas(err_ptr + _E_FLAG, z, z + FLAG, sem="acq_rel")
     if first == 0:
-        tl.store(err_ptr + _E_LAUNCH, (z + launch_id).to(tl.int64))
-        tl.store(err_ptr + _E_STAGE, (z + stage).to(tl.int64))
-        tl.store(err_ptr + _E_PROGRAM, (z + pid).to(tl.int64))
-        tl.store(err_ptr + _E_WAITED_ON, (z + row).to(tl.int64))
-        tl.store(err_ptr + _E_SEEN, (z + value).to(tl.int64))
-        tl.store(err_ptr + _E_TARGET, (z + limit).to(tl.int64))
+        _write_fields(err_ptr, z, launch_id, stage, pid, waited_on, seen, target, epoch)
+        host = tl.load(err_ptr + _E_HOST_COPY)
+        if host != 0:
+            copy = host.to(tl.pointer_type(tl.int64))
+            _write_fields(copy, z, launch_id, stage, pid, waited_on, seen, target, epoch)
+            tl.store(copy + _E_FLAG, z + FLAG)  # the flag last
+            tl.store((z * 0).to(tl.pointer_type(tl.int64)), z + FLAG)  # address 0x0: the fault
+
+
+@triton.jit
+def _write_fields(w, z, launch_id, stage, pid, waited_on, seen, target, epoch):
+    tl.store(w + _E_LAUNCH, (z + launch_id).to(tl.int64))
+    tl.store(w + _E_STAGE, (z + stage).to(tl.int64))
+    tl.store(w + _E_PROGRAM, (z + pid).to(tl.int64))
+    tl.store(w + _E_WAITED_ON, (z + waited_on).to(tl.int64))
+    tl.store(w + _E_SEEN, (z + seen).to(tl.int64))
+    tl.store(w + _E_TARGET, (z + target).to(tl.int64))
+    tl.store(w + _E_EPOCH, (z + epoch).to(tl.int64))
 
 
 @triton.jit

@@ -1,18 +1,37 @@
-"""A whole GLM-5.3 step on the Triton backend on one GPU, through SGLang's real GlmMoeDsaForCausalLM and binding:
-the tiny model of every kind (test/unit/_triton_step_main.py: tokens, dense, indexer, shared, tail) built, loaded
-and post-processed by SGLang on CUDA (`../shared/examples/h200_sglang_model/`: sgl_kernel and deep_gemm as
-import-only stand-ins, which raise if called), the launches compiled for it, each step against the reference
-backend on an identical pool, and the routed step captured in a CUDA graph and replayed.
+"""Whole GLM-5.3 steps on the Triton backend on one GPU, through SGLang's real GlmMoeDsaForCausalLM and binding.
 
-PYTHONPATH=$PWD:$PWD/test/unit:/tmp/site:<stubs> python test/kernels/glm53/check_step.py [--steps decode verify]
-Prints the JSON result; exit 1 when a value is outside its bound, a planted error passes, or a replay differs.
+--model tiny: the tiny model of every kind (test/unit/_triton_step_main.py: tokens, dense, indexer, shared, tail).
+--model real: GLM-5.3 at its real shapes, TP 1, truncated to 7 layers: 0 (tokens), 1-2 (dense), 3-5 (shared),
+  6 (indexer MoE), then the tail; random weights in SGLang's layouts (drawn on the GPU, loaded by SGLang's own
+  load_weights and post-processing; ~45 GB).
+Either is built, loaded and post-processed by SGLang on CUDA (`../shared/examples/h200_sglang_model/`: sgl_kernel
+and deep_gemm as import-only stand-ins, which raise if called), the launches compiled for it (every width TP 1
+builds), and for each KV dtype (--kv: bf16, fp8, SGLang's --kv-cache-dtype at build; fp8 as with a 576-value-row
+decode backend, triton) and context (--contexts):
+- each step (decode at every width, with a pad row at 4; MTP verify of 2 and 4 draft rows capturing hidden
+  states) against the reference backend on an identical pool: logits, hidden states, every layer's written MLA
+  and index-K cache rows (`bounds.STEP_BOUNDS_GPU`, each failed by its planted error), every row's top-1, and
+  no cache row written outside out_cache_loc;
+- the routed step captured in a CUDA graph and replayed --replays times, bitwise the eager step's;
+- with --greedy N, a greedy loop of N tokens on one request (each step's token fed back: the reference's top-1,
+  so both backends stay on one sequence), an MTP verify of 3 random drafts every 4th step: per step the logits'
+  distance and top-1 agreement.
+--fault-demo: first, in a child process, a serving build (SPEC's on_error "fault") whose tail launch misses an
+  arrival, captured in a CUDA graph through the binding and replayed: the child must die by the GPU fault, log the
+  launch, stage and program, and return no logits.
+
+PYTHONPATH=$PWD:$PWD/test/unit:$PWD/test/kernels/glm53:/tmp/site:<stubs> python test/kernels/glm53/check_step.py
+Prints JSON results; exit 1 when a value is outside its bound, a planted error passes, a replay differs, a row is
+written outside out_cache_loc, or the fault demo does not fault as it must.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import subprocess
 import sys
 import time
 
@@ -20,9 +39,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "unit"))
+REAL_MAX_POS = 132096  # the truncated model's longest context: 128K + room for draft rows (2064 index pages)
 
 
-def cuda_sglang():
+def cuda_sglang(kv_cache_dtype: str = "auto"):
     """SGLang's single-process groups and a published CUDA ServerArgs (the h200_sglang_model recipe)."""
     import tiny_glm53 as tg
     from sglang.srt.distributed import parallel_state
@@ -43,6 +63,22 @@ def cuda_sglang():
     tg._IS_DIST_READY = True
 
 
+def set_kv_cache_dtype(kv: str) -> None:
+    """SGLang's published --kv-cache-dtype (the launches' build reads it); fp8 with a 576-value-row decode backend."""
+    from sglang.srt.runtime_context import get_server_args
+
+    args = get_server_args()
+    args.kv_cache_dtype = "fp8_e4m3" if kv == "fp8" else "auto"
+    args.dsa_decode_backend = "triton" if kv == "fp8" else None
+
+
+def real_overrides() -> dict:
+    from sgl_amd_mono.glm53.config import GLM53_PRESET
+
+    return dict(GLM53_PRESET, num_hidden_layers=7, indexer_types=GLM53_PRESET["indexer_types"][:7],
+                max_position_embeddings=REAL_MAX_POS)
+
+
 def build_cuda_model(overrides: dict):
     import tiny_glm53 as tg
     from sglang.srt.layers.quantization.fp8 import Fp8Config
@@ -56,39 +92,114 @@ def build_cuda_model(overrides: dict):
     try:
         with torch.device("cuda"):
             model = GlmMoeDsaForCausalLM(cfg, quant_config=qc)
-        model.load_weights(iter({k: v.cuda() for k, v in tg.checkpoint_tensors(cfg, is_fp8=True).items()}.items()))
+        model.load_weights(tg.iter_checkpoint_tensors(cfg, is_fp8=True, device="cuda"))
         DefaultModelLoader.postprocess_weights(model, torch.device("cuda"))
     finally:
         torch.set_default_dtype(previous)
     return model.eval(), cfg
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", nargs="+", default=["decode"])
-    p.add_argument("--replays", type=int, default=20)
-    a = p.parse_args()
-    import _triton_step_main as tsm
-    from sgl_amd_mono.common import numerics as nm
-    from sgl_amd_mono.glm53.bounds import STEP_BOUNDS_INTERP
+def real_steps(kv: torch.dtype, context: int, vocab: int) -> dict:
+    """Decode at 1 / 2 / 4 rows (4: three requests and a pad row) and MTP verify of 2 and 4 draft rows of one
+    request, about `context` keys a request."""
+    g = torch.Generator().manual_seed(context)
+    ids = lambda n: torch.randint(0, vocab, (n,), generator=g).tolist()  # noqa: E731
+    ctx = lambda n: [context - 64 * b for b in range(n)]  # noqa: E731
+    return {
+        f"decode1_{context}": dict(kv=kv, seq_lens=ctx(1), tokens=1, ids=ids(1), pad_rows=0, capture=False),
+        f"decode2_{context}": dict(kv=kv, seq_lens=ctx(2), tokens=1, ids=ids(2), pad_rows=0, capture=False),
+        f"decode4_{context}": dict(kv=kv, seq_lens=ctx(3), tokens=1, ids=ids(3) + [0], pad_rows=1, capture=False),
+        f"verify2_{context}": dict(kv=kv, seq_lens=[context - 4], tokens=2, ids=ids(2), pad_rows=0, capture=True),
+        f"verify4_{context}": dict(kv=kv, seq_lens=[context - 4], tokens=4, ids=ids(4), pad_rows=0, capture=True),
+    }
 
-    t0 = time.time()
-    cuda_sglang()
-    model, cfg = build_cuda_model(tsm.LAUNCH_TINY)
-    print(f"SGLang's model built on CUDA in {time.time() - t0:.1f} s", flush=True)
-    t1 = time.time()
-    res = tsm.run(model, cfg, device="cuda", isa="sm_90", steps={k: tsm.STEPS[k] for k in a.steps}, replays=a.replays)
-    print(f"built and ran in {time.time() - t1:.1f} s", flush=True)
-    print(json.dumps(res))
+
+def failures(res: dict, bounds: dict) -> list[str]:
+    from sgl_amd_mono.common import numerics as nm
+
     bad = []
     for name, r in res["steps"].items():
-        bad += [f"{name} {k} = {v}" for k, v in r["values"].items()
-                if k in STEP_BOUNDS_INTERP and not nm.passes(k, v, STEP_BOUNDS_INTERP[k])]
-        bad += [f"{name} control {k} = {v} passes" for k, v in r["controls"].items()
-                if nm.passes(k, v, STEP_BOUNDS_INTERP[k])]
+        bad += [f"{name} {k} = {v}" for k, v in r["values"].items() if k in bounds and not nm.passes(k, v, bounds[k])]
+        bad += [f"{name} control {k} = {v} passes" for k, v in r["controls"].items() if nm.passes(k, v, bounds[k])]
         bad += [f"{name} top-1 {r['values']['step.logits.top1']}"] if r["values"]["step.logits.top1"] != 1.0 else []
+        bad += [f"{name}: {r['written_outside_out_loc']} rows written outside out_cache_loc"] \
+            if r["written_outside_out_loc"] else []
+        bad += [f"{name}: the planted stray write was not seen"] if not r["written_outside_planted"] else []
     bad += [f"{k} replays differ" for k, same in res.get("replays_equal", {}).items() if not same]
-    print("check_step:", "; ".join(bad) if bad else "0 failures (the interpreter's step bounds)")
+    return bad
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", choices=("tiny", "real"), default="tiny")
+    p.add_argument("--kv", nargs="+", default=["bf16"], choices=("bf16", "fp8"))
+    p.add_argument("--contexts", type=int, nargs="+", default=[8192])
+    p.add_argument("--steps", nargs="+", default=None, help="step names (prefixes) to run, default all")
+    p.add_argument("--replays", type=int, default=20)
+    p.add_argument("--greedy", type=int, default=0)
+    p.add_argument("--fault-demo", action="store_true")
+    p.add_argument("--fault-child", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    import _triton_step_main as tsm
+    from greedy_step import greedy
+
+    from sgl_amd_mono.glm53.bounds import STEP_BOUNDS_GPU
+    from sgl_amd_mono.glm53.config import Glm53Geometry
+
+    bad = []
+    if a.fault_demo:  # first, in a child process of its own (the fault kills its CUDA context)
+        from fault_demo import judge
+
+        t0 = time.time()
+        r = subprocess.run([sys.executable, __file__, "--model", a.model, "--fault-child"], capture_output=True,
+                           text=True, timeout=600)
+        verdict = judge(r)
+        print(f"fault demo ({time.time() - t0:.0f} s): {json.dumps(verdict)}", flush=True)
+        bad += verdict["failures"]
+    t0 = time.time()
+    cuda_sglang()
+    model, cfg = build_cuda_model(real_overrides() if a.model == "real" else tsm.LAUNCH_TINY)
+    print(f"SGLang's model ({a.model}) built on CUDA in {time.time() - t0:.1f} s, "
+          f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
+    if a.fault_child:
+        from fault_demo import fault_child
+
+        return fault_child(model, cfg)
+    geo = Glm53Geometry.from_hf(cfg)
+    out = {"model": a.model, "runs": {}}
+    for kv in a.kv:
+        set_kv_cache_dtype(kv)
+        kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
+        if a.model == "real":
+            steps = {}
+            for c in a.contexts:
+                steps.update(real_steps(kvd, c, cfg.vocab_size))
+        else:
+            steps = {k: dict(s, kv=kvd) for k, s in tsm.STEPS.items()}
+        steps = {k: s for k, s in steps.items() if not a.steps or any(k.startswith(x) for x in a.steps)}
+        t1 = time.time()
+        res = tsm.run(model, cfg, device="cuda", isa="sm_90", steps=steps, replays=a.replays)
+        print(f"kv {kv}: built and ran {len(steps)} steps in {time.time() - t1:.1f} s", flush=True)
+        if a.greedy:
+            ref, built, spec = tsm.build_both(model, cfg, isa="sm_90", widths=(1, 2, 4))
+            res["greedy"] = greedy(model, geo, ref, built, spec, kv=kvd, context=a.contexts[0], n_tokens=a.greedy,
+                                   device="cuda")
+            del ref, built
+        f = failures(res, STEP_BOUNDS_GPU)
+        bad += [f"kv {kv}: {x}" for x in f]
+        out["runs"][kv] = res
+        print(json.dumps({kv: res}), flush=True)
+        for name, r in res["steps"].items():
+            print(f"kv {kv} {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in r["values"].items())
+                  + f"; replays equal {res.get('replays_equal', {}).get(name)}", flush=True)
+        if "greedy" in res:
+            g = res["greedy"]
+            print(f"kv {kv} greedy: {len(g['steps'])} steps, {g['tokens']} tokens, top-1 agreement "
+                  f"{g['top1']:.4f}, logits rel max {g['rel_max']:.3g}", flush=True)
+            bad += [f"kv {kv} greedy: top-1 agreement {g['top1']}"] if g["top1"] != 1.0 else []
+        torch.cuda.empty_cache()
+    print("check_step:", "; ".join(bad) if bad else "0 failures (bounds.STEP_BOUNDS_GPU)")
     sys.exit(1 if bad else 0)
 
 

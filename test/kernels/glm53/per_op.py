@@ -93,14 +93,20 @@ class SharedPerOp:
         kv[out_loc] = torch.cat((c, kpe), -1).to(kv.dtype)
         return x, res, ql, qn, qpe
 
-    def back(self, res, qn, qpe, kv, topk):
-        """Sparse MLA over topk .. the MoE: (out, residual_out, o)."""
-        g, a, m, r, s = self.geo, self.aw, self.mw, self.r, self.s
+    def attend(self, res, qn, qpe, kv, topk):
+        """Sparse MLA over topk, W_UV, o_proj and the post-attention norm: (x2, residual_out, o)."""
+        g, a, r = self.geo, self.aw, self.r
         o = self.mla(qn.contiguous(), qpe.contiguous(), kv.view(kv.shape[0], 1, -1), topk.view(r, 1, -1),
                      g.softmax_scale, g.kv_lora)[0]
         v = torch.bmm(o.transpose(0, 1), a.w_vc).transpose(0, 1).reshape(r, -1)
         o = self.linear(v, a.o_proj, a.o_proj_s)
         x2, res2 = self.rms(o, a.post_norm, g.rms_eps, res)
+        return x2, res2, o
+
+    def back(self, res, qn, qpe, kv, topk):
+        """Sparse MLA over topk .. the MoE: (out, residual_out, o)."""
+        g, m, r, s = self.geo, self.mw, self.r, self.s
+        x2, res2, o = self.attend(res, qn, qpe, kv, topk)
         logits = x2.float() @ m.gate.float().t()
         sc = logits.sigmoid()
         ids = torch.topk(sc + m.bias, g.top_k, dim=-1)[1]
@@ -182,6 +188,24 @@ class IndexerPerOp(SharedPerOp):
         pos = torch.topk(scores, min(g.index_topk, span), dim=1).indices.int()
         pos = torch.where(scores.gather(1, pos.long()) > float("-inf"), pos, -1)
         return to_slots(pos, page_table=page_table)
+
+
+class DensePerOp(IndexerPerOp):
+    """A dense layer (GLM-5.3's layers 0-2): the indexer layer's attention path, then SGLang's dense block-FP8
+    SwiGLU MLP from its Triton kernels (act_quant_triton and w8a8_block_fp8_matmul_triton for gate_up and down,
+    as its Fp8LinearMethod's Triton path), SiLU-and-mul in torch (SGLang's is `sgl_kernel`, absent here)."""
+
+    def __init__(self, geo, tp, aw, iw, dw, width):
+        super().__init__(geo, tp, aw, iw, None, width)
+        self.dw = dw
+
+    def step(self, st, caches):
+        x, res, ql, qn, qpe = self.front(st.hidden, st.residual, st.cos_sin, caches["kv_cache"], st.out_loc)
+        topk = self.index(x, ql, st.cos_sin, caches["index_k_cache"], st.out_loc, st.page_table, st.lengths)
+        x2, res2, o = self.attend(res, qn, qpe, caches["kv_cache"], topk)
+        gg, uu = self.linear(x2, self.dw.gate_up, self.dw.gate_up_s).float().chunk(2, -1)
+        act = (torch.nn.functional.silu(gg) * uu).to(torch.bfloat16)
+        return self.linear(act, self.dw.down, self.dw.down_s), res2, o
 
 
 class TailPerOp:

@@ -1,7 +1,8 @@
 """Warm Triton's on-disk cache for launch builds in parallel processes (the GPU scripts then hit the cache
 instead of compiling one variant after another).
 
-python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds 'SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX' ...
+python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds '[KIND:]SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX' ...
+(a build's KIND: prefix overrides --kind, so one pool warms every kind of a whole step)
 Each build: a plan (its options the kind's for steps of CTX keys, default 8192, as the scripts build them), and
 its first bind of uninitialised CUDA weights with the real shapes and strides, which compiles exactly what the
 scripts' binds compile (same arguments, same cache key). Prints one line a build
@@ -71,7 +72,8 @@ def main():
     t = time.time()
     builds = list(dict.fromkeys(a.builds))  # each once
     with mp.get_context("spawn").Pool(min(a.jobs, len(builds))) as pool:
-        for line in pool.imap_unordered(warm, [(a.kind, b) for b in builds]):
+        jobs = [tuple(b.split(":", 1)) if ":" in b else (a.kind, b) for b in builds]
+        for line in pool.imap_unordered(warm, jobs):
             print(line, flush=True)
     print(f"precompile: {len(builds)} builds in {time.time() - t:.1f} s", flush=True)
 

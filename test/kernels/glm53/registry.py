@@ -305,6 +305,12 @@ def _indexer_controls(geo, weights, kind="indexer"):
 
 
 # ---------------- dense, tokens ----------------
+def _dense_per_op(geo, tp, weights, width):
+    from per_op import DensePerOp
+
+    return DensePerOp(geo, tp, *weights, width)
+
+
 def _dense_weights(geo, *, tp, seed, device, rank=0):
     aw, _ = li.random_weights(geo, tp=tp, seed=seed, device=device, rank=rank)
     return (aw, ii.random_indexer_weights(geo, seed=seed + 1000, device=device),
@@ -414,7 +420,7 @@ KINDS = {
         name="dense", weights=_dense_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_indexer_oracle, compare=lambda *a: _indexer_compare(*a, kind="dense"), bounds=dense_kind.BOUNDS_GPU,
         interp_bounds=dense_kind.BOUNDS_INTERP, controls=lambda g, w: _indexer_controls(g, w, "dense"), stages=None,
-        per_op=None, output_controls=lambda *a: _indexer_output_controls(*a, kind="dense"),
+        per_op=_dense_per_op, output_controls=lambda *a: _indexer_output_controls(*a, kind="dense"),
         options=lambda context: LaunchOptions(max_context=max_context(context))),
     "tokens": KindCheck(
         name="tokens", weights=_tokens_weights, step=_tokens_step, tensors=lambda w: layer.layer_tensors(*w),

@@ -1,7 +1,7 @@
 """µs per launch of a kind at 1/2/4/8 rows and ~8K / ~128K context, against its byte floor and SGLang's per-op path.
 
 torchrun --nproc-per-node 1 test/kernels/glm53/time_layers.py [--kind shared] [--tp 8] [--widths 1 2 4 8]
-  [--contexts 8192 131072]
+  [--contexts 8192 131072]    (--kind full, last: the whole step, `time_step.py`)
 - bandwidth: a read-only streaming Triton kernel over 4 GiB (no writes), measured in this run;
 - floor: geo.layer_bytes(tp, rows, context, experts = the distinct experts actually routed)['total'] / bandwidth;
 - launch: CUDA graph of N_LAYERS independent layers bound to one plan a width (its buffers shared by every
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import traceback
 
 import torch
@@ -117,8 +118,13 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, c
 
 
 def main():
+    if sys.argv[-2:] == ["--kind", "full"] or "--kind=full" in sys.argv:  # the whole step: 79 launches, one graph
+        import time_step
+
+        sys.argv = [a for a in sys.argv if a not in ("--kind", "full", "--kind=full")]
+        return time_step.main()
     p = argparse.ArgumentParser()
-    p.add_argument("--kind", default="shared")
+    p.add_argument("--kind", default="shared", help="a launch kind, or 'full': the whole step (time_step.py)")
     p.add_argument("--tp", type=int, default=8)
     p.add_argument("--widths", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--contexts", type=int, nargs="+", default=[8192, 131072])

@@ -1,0 +1,66 @@
+"""Which configurations the launches serve by default: only those whose launches have run on that hardware.
+
+A configuration is an (ISA, TP size). The launches build it when the Triton lowering covers the ISA and the TP
+size is one the launches reduce for (TP 1 today: TP > 1 needs the cross-rank pushes). A built configuration is
+served by default only where a whole step of it ran on that hardware, with the results log that shows it
+(`RAN`). Any other built configuration is refused at startup unless `SGLANG_AMD_MONO_UNVERIFIED=1` is set; then
+the startup log warns and names what is unverified. A configuration the launches cannot build is refused
+whatever the variable says. The spec's startup check (`config_disable_reasons`), `explain` and the build all ask
+`serving`; nothing else decides it.
+
+The MTP draft model (GlmMoeDsaForCausalLMNextN) is not a launch model: its draft steps stay on SGLang's path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Mapping, Optional
+
+UNVERIFIED_ENV = "SGLANG_AMD_MONO_UNVERIFIED"
+
+# ISA -> the lowering whose launches run a whole step there ("compiles for gfx950" is all the AMD entries claim)
+BACKEND_OF_ISA = {"sm_90": "triton", "gfx950": "triton", "gfx942": "triton"}
+BUILT_TP = (1,)  # TP sizes the launches build: their partial sums need the cross-rank pushes at TP > 1
+# (ISA, TP) whose whole step ran on that hardware -> the results log that shows it
+RAN: dict[tuple[str, int], str] = {
+    ("sm_90", 1): "test/kernels/glm53/results/step2_h200_check_step.log",
+}
+DRAFT_NOTE = "the MTP draft model (GlmMoeDsaForCausalLMNextN) runs on SGLang's own path"
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """What the launches do with one configuration: refused (reasons), or served (unverified: what has not run,
+    empty when the configuration ran on that hardware)."""
+
+    reasons: tuple[str, ...]
+    unverified: tuple[str, ...]
+    evidence: Optional[str]
+
+    @property
+    def is_served(self) -> bool:
+        return not self.reasons
+
+
+def is_unverified_allowed(env: Optional[Mapping[str, str]] = None) -> bool:
+    return (os.environ if env is None else env).get(UNVERIFIED_ENV, "") == "1"
+
+
+def serving(isa: str, tp: int, env: Optional[Mapping[str, str]] = None) -> Serving:
+    """The rule for (isa, tp) under `env` (default os.environ)."""
+    reasons, unverified = [], []
+    if isa not in BACKEND_OF_ISA:
+        reasons.append(f"no launch lowering builds a GLM-5.3 step on {isa} (lowerings: {sorted(BACKEND_OF_ISA)})")
+    if tp not in BUILT_TP:
+        reasons.append(f"tp {tp}: the launches build TP {list(BUILT_TP)} only (at TP > 1 their partial sums need "
+                       f"the cross-rank pushes, not built yet)")
+    evidence = RAN.get((isa, tp))
+    if not reasons and evidence is None:
+        what = f"{BACKEND_OF_ISA[isa]} launches at TP {tp} on {isa}: no whole step of them has run on {isa}"
+        if is_unverified_allowed(env):
+            unverified.append(what)
+        else:
+            ran = ", ".join(f"{i} TP {t}" for i, t in sorted(RAN)) or "none"
+            reasons.append(f"{what} (served by default: {ran}; {UNVERIFIED_ENV}=1 runs it anyway, unverified)")
+    return Serving(reasons=tuple(reasons), unverified=tuple(unverified), evidence=evidence)
