@@ -119,6 +119,8 @@ class TritonMonokernels:
         self.model, self.geo, self.plans, self.bound = model, geo, plans, bound
         self.kinds_of, self.buffers, self.cos_sin_cache = kinds_of, buffers, cos_sin_cache
         self.widths = tuple(sorted(buffers))
+        # SGLang's own forward: build runs before the binding installs its wrapper, so this is the model's own
+        self._sglang_forward = model.forward
         self._logits: Optional[torch.Tensor] = None
         lp = model.logits_processor
         original = lp._get_logits
@@ -139,10 +141,12 @@ class TritonMonokernels:
 
     def forward(self, plan: Any, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: Any, *args: Any,
                 **kwargs: Any) -> Any:
-        """What `model.forward` returns (SGLang's LogitsProcessorOutput); a step with input embeddings is
-        refused with a ValueError (the binding routes such steps to SGLang's forward before they get here)."""
-        if kwargs.get("input_embeds") is not None or (args and args[0] is not None):
-            raise ValueError("input_embeds: a routed GLM-5.3 step takes token ids")
+        """What `model.forward` returns (SGLang's LogitsProcessorOutput). A step the launches do not take runs
+        SGLang's own forward: one with input embeddings, or of a width this TP size does not build (both known from
+        the step's static shape, so a captured graph takes the same path on every replay)."""
+        if (kwargs.get("input_embeds") is not None or (args and args[0] is not None)
+                or int(input_ids.shape[0]) not in self.buffers):
+            return self._sglang_forward(input_ids, positions, forward_batch, *args, **kwargs)
         return self.step(plan=plan, input_ids=input_ids, positions=positions, forward_batch=forward_batch)
 
     def step(self, *, plan: Any, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: Any) -> Any:
@@ -190,10 +194,16 @@ def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any
                                     for lw in weights.layers):
         raise ValueError("the layers' rope caches differ (the launches read one cos_sin row a step row)")
     opts = options or LaunchOptions(max_context=geo.max_positions, deadline_s=float(ctx.deadline_s))
+    from sgl_amd_mono.glm53.spec import DEVICES, launch_widths
+
+    built_widths = [w for w in ctx.widths if ctx.isa not in DEVICES or w in launch_widths(isa=ctx.isa, tp=tp)]
+    if len(built_widths) < len(ctx.widths):
+        logger.info("sgl-amd-mono triton GLM-5.3: widths %s run SGLang's forward (TP %d builds %s)",
+                    sorted(set(ctx.widths) - set(built_widths)), tp, list(launch_widths(isa=ctx.isa, tp=tp)))
     tiles = tiles or Tiles()
     pmax = -(-(opts.max_context or geo.max_positions) // INDEX_PAGE)
     plans, bound, buffers, t_all = {}, {}, {}, time.perf_counter()
-    for n, w in enumerate(ctx.widths):
+    for n, w in enumerate(built_widths):
         t0 = time.perf_counter()
         plans[w], bound[w] = {}, {}
         for kind in sorted(set(kinds_of)) + ["tail"]:
@@ -207,7 +217,7 @@ def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any
         bound[w]["tail"] = plans[w]["tail"].bind(tail_w, launch_id=len(kinds_of))
         buffers[w] = StepBuffers(geo, w, pmax, device)
         logger.info("sgl-amd-mono triton GLM-5.3 [%d/%d] width %d: %d launches bound in %.1f s (%.1f s in all)",
-                    n + 1, len(ctx.widths), w, len(kinds_of) + 1, time.perf_counter() - t0,
+                    n + 1, len(built_widths), w, len(kinds_of) + 1, time.perf_counter() - t0,
                     time.perf_counter() - t_all)
     logger.info("sgl-amd-mono triton GLM-5.3: launch copies %.2f MiB (bf16 W_UK / W_UV of fp8 ones)", copied / 2**20)
     return TritonMonokernels(model=model, geo=geo, plans=plans, bound=bound, kinds_of=kinds_of, buffers=buffers,

@@ -111,7 +111,18 @@ def run(model, cfg, *, device="cpu", isa="cpu", steps=STEPS, replays=0, on_error
     ref, built, spec = build_both(model, cfg, isa=isa, widths=sorted({len(s["ids"]) for s in steps.values()}),
                                   on_error=on_error)
     with routed(model, built, spec, [step_key(s) for s in steps.values()]):
-        return _run_steps(model, geo, ref, built, device, steps, replays, seed, layer_kinds(geo))
+        res = _run_steps(model, geo, ref, built, device, steps, replays, seed, layer_kinds(geo))
+    # a width the launches did not build, and a step with input embeddings: SGLang's own forward (a recorder here)
+    seen, keep = [], built._sglang_forward
+    built._sglang_forward = lambda ids, pos, batch, *a, **k: seen.append((int(ids.shape[0]), "input_embeds" in k))
+    unbuilt = max(built.widths) + 1
+    built.forward(None, torch.zeros(unbuilt, dtype=torch.int64), torch.zeros(unbuilt, dtype=torch.int64), None)
+    w = min(built.widths)
+    built.forward(None, torch.zeros(w, dtype=torch.int64), torch.zeros(w, dtype=torch.int64), None,
+                  input_embeds=torch.zeros(w, geo.hidden))
+    built._sglang_forward = keep
+    res["sglang_forward_ran_for"] = seen
+    return res
 
 
 def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -> dict:
@@ -194,7 +205,16 @@ def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -
         k = index_rows(got_c.pool, last, loc)
         k[0, 0] += 1.0
         ctrl["step.index_k.max_abs"] = nm.max_abs(k, index_rows(want_c.pool, last, loc))
-        res["steps"][name] = {"values": v, "controls": ctrl, "logits_shape": list(got.next_token_logits.shape),
+        # layer 0's rows (nothing upstream of them differs: its embedding rows, norm, qkv_a and index key) and their
+        # planted errors (a cache value +0.1, an index-key value +1)
+        g0 = got_c.pool.get_key_buffer(0).view(-1, geo.kv_cache_dim)[loc].float()
+        g0[0, 0] += 0.1
+        k0 = index_rows(got_c.pool, 0, loc)
+        k0[0, 0] += 1.0
+        layer0 = {"kv": kv[0], "index_k": ik[0],
+                  "kv_planted": nm.max_abs(g0, want_c.pool.get_key_buffer(0).view(-1, geo.kv_cache_dim)[loc].float()),
+                  "index_k_planted": nm.max_abs(k0, index_rows(want_c.pool, 0, loc))}
+        res["steps"][name] = {"values": v, "controls": ctrl, "layer0": layer0, "logits_shape": list(got.next_token_logits.shape),
                               "hidden_is_none": got.hidden_states is None, "written_outside_out_loc": outside,
                               "written_outside_planted": outside_planted}
         del got_c, want_c

@@ -6,12 +6,19 @@ reference tests (built once per session: ~17 s each).
   interpreter in a subprocess instead.
 - MASTER_PORT: a free port for the single-process gloo group, so concurrent test runs on one
   machine do not collide on tiny_glm53's default port.
+- OPENBLAS_CORETYPE=Haswell: the kernels numpy's OpenBLAS picks for the interpreter's dots. On a CPU with AVX-512
+  FP16, OpenBLAS's own choice sums in another order than on the machine that pinned the digests, and the launches'
+  bits changed there (indexer w3: o 1.4e-3 from the oracle, where it was bitwise); with its Haswell (AVX2) kernels
+  that CPU gives the pinned bits, which any x86-64 CPU with AVX2 runs alike. Torch's CPU kernels are left as they dispatch (pinning MKL to AVX2 moves
+  the oracle instead: tokens w2's o by 1.5e-3). Set for this process and every subprocess the tests start.
 """
 
 import os
 import socket
 
 import pytest
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 
 if "MASTER_PORT" not in os.environ:
     with socket.socket() as _s:

@@ -121,7 +121,7 @@ def test_weights_of_another_shard_refused_at_bind():
 def test_error_word_decodes():
     err = guard.new_error_word("cpu")
     assert guard.read_error(err) is None
-    err[:] = torch.tensor([guard.ERR_FLAG, 3, 5, 92, 5, 0, 132, 1])
+    err[:] = torch.tensor([guard.ERR_FLAG, 3, 5, 92, 5, 0, 132, 1, 0])  # host_copy 0: a check build
     with pytest.raises(RuntimeError, match="program 92 in stage attn missed its deadline"):
         guard.check_error(err, {3: "shared"}, shared.TABLE.stage_names())
     with pytest.raises(ValueError):

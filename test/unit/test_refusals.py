@@ -77,7 +77,6 @@ CASES = [
     ("cli_factor", {"cli_factor": 2}, {}, {}, "gfx950", "config.cli_factor 2"),
     ("lm_head_fp32_cfg", {"enable_lm_head_fp32": True}, {}, {}, "gfx950", "config.enable_lm_head_fp32 True"),
     ("tp16", {}, {"tp_size": 16}, {}, "gfx950", "tp_size 16"),
-    ("tp2_rocm", {}, {"tp_size": 2}, {}, "gfx950", "tp_size 2"),
     ("tp3_cuda", {}, {"tp_size": 3}, {}, "sm_90", "divisible by tp 3"),
     ("fp16", {}, {"dtype": "float16"}, {}, "gfx950", "dtype 'float16'"),
     ("kv_e5m2", {}, {"kv_cache_dtype": "fp8_e5m2"}, {}, "gfx950", "kv_cache_dtype 'fp8_e5m2'"),

@@ -52,3 +52,15 @@ def test_startup_check_asks_the_rule_for_this_hosts_gpu(monkeypatch, isa, want):
                                                                        [r for r in reasons if want in r]), reasons
     if want:
         assert any(want in r for r in reasons)
+
+
+def test_startup_check_refuses_tp_above_1_on_any_isa(monkeypatch):
+    import sglang.srt.kernel_plugins.amd.binding as binding
+
+    monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
+    for isa in ("gfx950", "sm_90"):
+        monkeypatch.setattr(binding, "device_isa", lambda isa=isa: isa)
+        cfg = _Cfg()
+        cfg.tp_size = 2
+        reasons = glm53_spec.SPEC.config_disable_reasons(cfg, load_hf_config("glm-5.3"))
+        assert any("tp 2: the launches build TP [1] only" in r for r in reasons), reasons

@@ -62,3 +62,17 @@ def test_hidden_states_where_captured(result):
 def test_caches_written_only_at_out_cache_loc(result, step):
     r = result["steps"][step]
     assert r["written_outside_out_loc"] == 0 and r["written_outside_planted"] >= 1, r
+
+
+@pytest.mark.parametrize("step", ["decode", "verify"])
+def test_layer0_rows_are_bitwise(result, step):
+    """Layer 0's MLA and index-K rows (nothing upstream of them differs) equal the reference's; each planted error
+    (a cache value +0.1, an index-key value +1) is seen. check_step.py holds the same at GLM-5.3's real shapes."""
+    l0 = result["steps"][step]["layer0"]
+    assert l0["kv"] == 0.0 and l0["index_k"] == 0.0, l0
+    assert l0["kv_planted"] > 0.0 and l0["index_k_planted"] > 0.0, l0
+
+
+def test_steps_the_launches_do_not_take_run_sglangs_forward(result):
+    """A width the build does not hold (5 rows: built 3 and 4), and a step with input embeddings."""
+    assert result["sglang_forward_ran_for"] == [[5, False], [3, True]], result["sglang_forward_ran_for"]

@@ -81,7 +81,9 @@ STAGE_BOUNDS: dict[str, float] = {
     "shared.ql.rel": 0.0, "shared.ql.max_rel": 0.0,  # exact / 4.9e-2, 4.5e-2
     "shared.qlq.rel": 0.0, "shared.qlq.max_rel": 0.0,  # exact / 6.0e-2, 6.6e-2
     "shared.kv_cache.rel": 0.0, "shared.kv_cache.max_rel": 0.0,  # exact / 5.0e-2, 4.5e-2
-    "shared.qb_part.rel": 1e-8, "shared.qb_part.max_rel": 5e-8,  # 3.1e-9, 1.5e-8 / 4.8e-2, 4.8e-2
+    # q_b: 3.1e-9, 1.5e-8 on the CPU that set these; 1.3e-8, 5.8e-8 on one with AVX-512 FP16, where MKL's f32
+    # GEMM in the oracle sums in another order / controls 4.8e-2, 4.8e-2
+    "shared.qb_part.rel": 4e-8, "shared.qb_part.max_rel": 1.8e-7,
     "shared.qcat.rel": 0.0, "shared.qcat.max_rel": 0.0,  # exact / 4.9e-2, 3.6e-2
     "shared.pm.rel": 2e-7, "shared.pm.max_rel": 2.5e-7,  # 6.9e-8, 8.3e-8 / 5.2e-3, 6.0e-3
     "shared.pl.rel": 5e-7, "shared.pl.max_rel": 6e-7,  # 1.5e-7, 1.9e-7 / 3.2e-3, 2.5e-3

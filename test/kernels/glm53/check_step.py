@@ -42,8 +42,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "unit"))
 REAL_MAX_POS = 132096  # the truncated model's longest context: 128K + room for draft rows (2064 index pages)
 
 
-def cuda_sglang(kv_cache_dtype: str = "auto"):
-    """SGLang's single-process groups and a published CUDA ServerArgs (the h200_sglang_model recipe)."""
+def cuda_sglang(kv: str = "bf16"):
+    """SGLang's single-process groups and a published CUDA ServerArgs (the h200_sglang_model recipe), with the
+    --kv-cache-dtype the launches' build reads (fp8 with a 576-value-row decode backend, triton)."""
     import tiny_glm53 as tg
     from sglang.srt.distributed import parallel_state
     from sglang.srt.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
@@ -55,21 +56,13 @@ def cuda_sglang(kv_cache_dtype: str = "auto"):
         os.environ.setdefault(k, v)
     init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
     reset_context()
-    publish(ServerArgs(model_path="dummy", tp_size=1, ep_size=1, pp_size=1, device="cuda"), role="test",
+    fp8 = dict(kv_cache_dtype="fp8_e4m3", dsa_decode_backend="triton") if kv == "fp8" else {}
+    publish(ServerArgs(model_path="dummy", tp_size=1, ep_size=1, pp_size=1, device="cuda", **fp8), role="test",
             ranks=SpawnRanks(world_rank=0))
     if parallel_state._WORLD is not None:
         get_parallel().override_permanently(world_group=parallel_state._WORLD)
     initialize_model_parallel(backend="gloo")
     tg._IS_DIST_READY = True
-
-
-def set_kv_cache_dtype(kv: str) -> None:
-    """SGLang's published --kv-cache-dtype (the launches' build reads it); fp8 with a 576-value-row decode backend."""
-    from sglang.srt.runtime_context import get_server_args
-
-    args = get_server_args()
-    args.kv_cache_dtype = "fp8_e4m3" if kv == "fp8" else "auto"
-    args.dsa_decode_backend = "triton" if kv == "fp8" else None
 
 
 def real_overrides() -> dict:
@@ -114,14 +107,30 @@ def real_steps(kv: torch.dtype, context: int, vocab: int) -> dict:
     }
 
 
-def failures(res: dict, bounds: dict) -> list[str]:
+def failures(res: dict, bounds: dict, *, real: bool) -> list[str]:
+    """What fails a run. Every model: no row written outside out_cache_loc (its planted stray write seen), replays
+    bitwise. The tiny model: every distance within `bounds` (each failed by its planted error) and every row's
+    top-1 the reference's. GLM-5.3's real shapes with random weights: the reference moves as far when one bf16 ulp
+    of one norm weight changes (`chaos_step.py`, results/step2_h200_chaos.log: logits rel up to 0.23, MLA rows up
+    to 1.0 by layer 6, top-1 0.75), so the distances are reported beside that, not bounded; held instead: layer 0's
+    MLA and index-K rows, whose inputs are the same in both backends, within the tokens kind's own bounds
+    (`dense.TOKENS_BOUNDS_GPU`), each failed by its planted error. The other layers' bounds on their own inputs are
+    the per-kind checks' (check_layer.py)."""
     from sgl_amd_mono.common import numerics as nm
+    from sgl_amd_mono.glm53.kinds.dense import TOKENS_BOUNDS_GPU
 
+    layer0 = {"kv": TOKENS_BOUNDS_GPU["tokens.kv.max_abs"], "index_k": TOKENS_BOUNDS_GPU["tokens.index_k_cache.max_abs"]}
     bad = []
     for name, r in res["steps"].items():
-        bad += [f"{name} {k} = {v}" for k, v in r["values"].items() if k in bounds and not nm.passes(k, v, bounds[k])]
-        bad += [f"{name} control {k} = {v} passes" for k, v in r["controls"].items() if nm.passes(k, v, bounds[k])]
-        bad += [f"{name} top-1 {r['values']['step.logits.top1']}"] if r["values"]["step.logits.top1"] != 1.0 else []
+        if real:
+            l0 = r["layer0"]
+            bad += [f"{name} layer 0 {k} max_abs {l0[k]} > {b}" for k, b in layer0.items() if l0[k] > b]
+            bad += [f"{name} layer 0 {k} planted error passes" for k, b in layer0.items() if l0[k + "_planted"] <= b]
+        else:
+            bad += [f"{name} {k} = {v}" for k, v in r["values"].items()
+                    if k in bounds and not nm.passes(k, v, bounds[k])]
+            bad += [f"{name} control {k} = {v} passes" for k, v in r["controls"].items() if nm.passes(k, v, bounds[k])]
+            bad += [f"{name} top-1 {r['values']['step.logits.top1']}"] if r["values"]["step.logits.top1"] != 1.0 else []
         bad += [f"{name}: {r['written_outside_out_loc']} rows written outside out_cache_loc"] \
             if r["written_outside_out_loc"] else []
         bad += [f"{name}: the planted stray write was not seen"] if not r["written_outside_planted"] else []
@@ -132,12 +141,15 @@ def failures(res: dict, bounds: dict) -> list[str]:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=("tiny", "real"), default="tiny")
-    p.add_argument("--kv", nargs="+", default=["bf16"], choices=("bf16", "fp8"))
+    p.add_argument("--kv", nargs="+", default=["bf16"], choices=("bf16", "fp8"),
+                   help="one KV dtype a process (SGLang publishes its server args once)")
     p.add_argument("--contexts", type=int, nargs="+", default=[8192])
     p.add_argument("--steps", nargs="+", default=None, help="step names (prefixes) to run, default all")
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--greedy", type=int, default=0)
     p.add_argument("--fault-demo", action="store_true")
+    p.add_argument("--chaos", action="store_true", help="also the reference against itself with a 1-ulp change")
+    p.add_argument("--no-launch", action="store_true", help="with --chaos: only the reference's own distance")
     p.add_argument("--fault-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -157,8 +169,13 @@ def main():
         verdict = judge(r)
         print(f"fault demo ({time.time() - t0:.0f} s): {json.dumps(verdict)}", flush=True)
         bad += verdict["failures"]
+        if a.steps == ["none"]:  # the demo alone
+            print("check_step:", "; ".join(bad) if bad else "0 failures (the fault demo)")
+            sys.exit(1 if bad else 0)
+    if len(a.kv) != 1:
+        raise SystemExit("--kv: one KV dtype a process")
     t0 = time.time()
-    cuda_sglang()
+    cuda_sglang(a.kv[0])
     model, cfg = build_cuda_model(real_overrides() if a.model == "real" else tsm.LAUNCH_TINY)
     print(f"SGLang's model ({a.model}) built on CUDA in {time.time() - t0:.1f} s, "
           f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
@@ -169,7 +186,6 @@ def main():
     geo = Glm53Geometry.from_hf(cfg)
     out = {"model": a.model, "runs": {}}
     for kv in a.kv:
-        set_kv_cache_dtype(kv)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         if a.model == "real":
             steps = {}
@@ -179,14 +195,38 @@ def main():
             steps = {k: dict(s, kv=kvd) for k, s in tsm.STEPS.items()}
         steps = {k: s for k, s in steps.items() if not a.steps or any(k.startswith(x) for x in a.steps)}
         t1 = time.time()
-        res = tsm.run(model, cfg, device="cuda", isa="sm_90", steps=steps, replays=a.replays)
+        lp_get_logits = model.logits_processor._get_logits  # each build wraps it: restored so a build can be freed
+        res = (tsm.run(model, cfg, device="cuda", isa="sm_90", steps=steps, replays=a.replays) if not a.no_launch
+               else {"steps": {}})
         print(f"kv {kv}: built and ran {len(steps)} steps in {time.time() - t1:.1f} s", flush=True)
+        print(json.dumps({kv: res}), flush=True)
+        model.logits_processor._get_logits = lp_get_logits
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()
+        if a.chaos:
+            from chaos_step import chaos
+
+            from sgl_amd_mono.glm53.spec import make_spec
+            from sglang.kernels.plugin_kernels.amd.spec import BuildContext
+
+            ref = make_spec(backend="reference", is_expert_fusion_required=False).build(
+                model, cfg, BuildContext(isa="sm_90", widths=(1, 4), deadline_s=10.0, copies={}))
+            res["chaos"] = {name: chaos(model, geo, ref, st, device="cuda") for name, st in steps.items()}
+            for name, c in res["chaos"].items():
+                print(f"kv {kv} {name} reference vs itself with 1 ulp in layer 0's input norm: logits rel "
+                      f"{c['step.logits.rel']:.3g}, top-1 {c['step.logits.top1']:.3f}, kv max_abs "
+                      f"{c['step.kv.max_abs']:.3g} (per layer {[round(x, 4) for x in c['kv_per_layer']]})", flush=True)
+            del ref
+            gc.collect()
+            torch.cuda.empty_cache()
         if a.greedy:
-            ref, built, spec = tsm.build_both(model, cfg, isa="sm_90", widths=(1, 2, 4))
+            ref, built, spec = tsm.build_both(model, cfg, isa="sm_90", widths=(1, 4))  # the loop's widths
             res["greedy"] = greedy(model, geo, ref, built, spec, kv=kvd, context=a.contexts[0], n_tokens=a.greedy,
                                    device="cuda")
             del ref, built
-        f = failures(res, STEP_BOUNDS_GPU)
+        f = failures(res, STEP_BOUNDS_GPU, real=a.model == "real")
         bad += [f"kv {kv}: {x}" for x in f]
         out["runs"][kv] = res
         print(json.dumps({kv: res}), flush=True)
@@ -197,9 +237,12 @@ def main():
             g = res["greedy"]
             print(f"kv {kv} greedy: {len(g['steps'])} steps, {g['tokens']} tokens, top-1 agreement "
                   f"{g['top1']:.4f}, logits rel max {g['rel_max']:.3g}", flush=True)
-            bad += [f"kv {kv} greedy: top-1 agreement {g['top1']}"] if g["top1"] != 1.0 else []
+            if a.model != "real":  # at real shapes with random weights: reported beside the 1-ulp distance
+                bad += [f"kv {kv} greedy: top-1 agreement {g['top1']}"] if g["top1"] != 1.0 else []
         torch.cuda.empty_cache()
-    print("check_step:", "; ".join(bad) if bad else "0 failures (bounds.STEP_BOUNDS_GPU)")
+    print("check_step:", "; ".join(bad) if bad else "0 failures (" + ("layer 0 within its bounds, write sets, replays"
+                                                                       if a.model == "real" else
+                                                                       "bounds.STEP_BOUNDS_GPU") + ")")
     sys.exit(1 if bad else 0)
 
 

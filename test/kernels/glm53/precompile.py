@@ -36,7 +36,7 @@ def warm(job: tuple) -> str:
 
     import registry
 
-    kind, build = job
+    kind, build, deadline = job
     t0 = time.time()
     try:
         spec, width, kv, mask, skip, trace, tp, ctx = (build.split("|") + [""] * 8)[:8]
@@ -52,7 +52,7 @@ def warm(job: tuple) -> str:
             kc = registry.get(kind)
             given = kc.tensors(kc.weights(geo, tp=tp, seed=0, device="cuda"))
         opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
-                                   deadline_s=0.05 if skip else 2.0, trace=bool(int(trace or 0)))
+                                   deadline_s=0.05 if skip else deadline, trace=bool(int(trace or 0)))
         plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts,
                           tiles=Tiles().with_spec(spec))
         plan.bind({**plan.example_weights(), **given})
@@ -68,11 +68,14 @@ def main():
     p.add_argument("--kind", default="shared")
     p.add_argument("--builds", nargs="+", required=True)
     p.add_argument("--jobs", type=int, default=16)
+    p.add_argument("--deadline", type=float, default=2.0,
+                   help="the wait deadline of the run to warm (s): a deadline past ~2.1 s makes the timer bound a 64-bit "
+                        "argument, another compiled signature (check_step: 10; the check scripts: 2)")
     a = p.parse_args()
     t = time.time()
     builds = list(dict.fromkeys(a.builds))  # each once
     with mp.get_context("spawn").Pool(min(a.jobs, len(builds))) as pool:
-        jobs = [tuple(b.split(":", 1)) if ":" in b else (a.kind, b) for b in builds]
+        jobs = [(*(b.split(":", 1) if ":" in b else (a.kind, b)), a.deadline) for b in builds]
         for line in pool.imap_unordered(warm, jobs):
             print(line, flush=True)
     print(f"precompile: {len(builds)} builds in {time.time() - t:.1f} s", flush=True)
