@@ -1,7 +1,7 @@
 """Whole GLM-5.3 steps on the Triton backend through SGLang's real binding, launches under Triton's interpreter
 (run as a subprocess by test_triton_step.py, so TRITON_INTERPRET=1 is set before triton is imported). Prints one
-JSON line: for a decode step with a pad row and an MTP verify step capturing hidden states (bf16 KV: the build's,
-SGLang's --kv-cache-dtype auto; fp8 KV is the per-kind checks'), the
+JSON line: for a decode step with a pad row and an MTP verify step capturing hidden states (bf16 KV, SGLang's
+--kv-cache-dtype auto; argv "fp8": fp8_e4m3, published before the build), the
 launches' logits, hidden states and every layer's written MLA and index-K cache rows against the reference
 backend's on an identical pool, and the planted errors' values.
 
@@ -191,7 +191,7 @@ def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -
         v["step.kv.max_abs"], v["step.index_k.max_abs"] = max(kv), max(ik)
         res.setdefault("per_layer", {})[name] = {"kv": kv, "index_k": ik}
         # planted errors, one a bound: one row's logits x1.02, one row's hidden state x1.02, one written MLA cache
-        # value +0.1 and one index-key value +1 (the last layer's)
+        # value +0.1 (+1 in an fp8 cache) and one index-key value +1 (the last layer's)
         bad = got.next_token_logits[:live].clone()
         bad[0] *= 1.02
         ctrl = {"step.logits.rel": nm.rel(bad, want.next_token_logits[:live])}
@@ -199,22 +199,24 @@ def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -
             h = got.hidden_states[:live].clone()
             h[0] *= 1.02
             ctrl["step.hidden.rel"] = nm.rel(h, want.hidden_states[:live])
-        g[0, 0] += 0.1
+        bump = 1.0 if s["kv"] == torch.float8_e4m3fn else 0.1  # a few of the cache dtype's steps at ~1-4
+        g[0, 0] += bump
         ctrl["step.kv.max_abs"] = nm.max_abs(g, w)
         last = max(geo.indexer_layers)
         k = index_rows(got_c.pool, last, loc)
         k[0, 0] += 1.0
         ctrl["step.index_k.max_abs"] = nm.max_abs(k, index_rows(want_c.pool, last, loc))
         # layer 0's rows (nothing upstream of them differs: its embedding rows, norm, qkv_a and index key) and their
-        # planted errors (a cache value +0.1, an index-key value +1)
+        # planted errors (a cache value + bump, an index-key value +1)
         g0 = got_c.pool.get_key_buffer(0).view(-1, geo.kv_cache_dim)[loc].float()
-        g0[0, 0] += 0.1
+        g0[0, 0] += bump
         k0 = index_rows(got_c.pool, 0, loc)
         k0[0, 0] += 1.0
         layer0 = {"kv": kv[0], "index_k": ik[0],
                   "kv_planted": nm.max_abs(g0, want_c.pool.get_key_buffer(0).view(-1, geo.kv_cache_dim)[loc].float()),
                   "index_k_planted": nm.max_abs(k0, index_rows(want_c.pool, 0, loc))}
-        res["steps"][name] = {"values": v, "controls": ctrl, "layer0": layer0, "logits_shape": list(got.next_token_logits.shape),
+        res["steps"][name] = {"values": v, "controls": ctrl, "layer0": layer0,
+                              "logits_shape": list(got.next_token_logits.shape),
                               "hidden_is_none": got.hidden_states is None, "written_outside_out_loc": outside,
                               "written_outside_planted": outside_planted}
         del got_c, want_c
@@ -222,6 +224,14 @@ def _run_steps(model, geo, ref, built, device, steps, replays, seed, kinds_of) -
 
 
 if __name__ == "__main__":
+    # argv[1] "fp8": SGLang's --kv-cache-dtype fp8_e4m3 (a 576-value-row decode backend) published before the build,
+    # and every step's pool fp8
     assert os.environ.get("TRITON_INTERPRET") == "1"
+    kv = sys.argv[1] if len(sys.argv) > 1 else "bf16"
+    if kv == "fp8":
+        from tiny_glm53 import init_single_process_dist
+
+        init_single_process_dist(kv_cache_dtype="fp8_e4m3", dsa_decode_backend="triton")
     model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
-    print(json.dumps(run(model, cfg)))
+    steps = STEPS if kv == "bf16" else {k: dict(s, kv=torch.float8_e4m3fn) for k, s in STEPS.items()}
+    print(json.dumps(run(model, cfg, steps=steps)))

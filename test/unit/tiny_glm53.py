@@ -30,8 +30,9 @@ TINY_FIELDS = dict(
 _IS_DIST_READY = False
 
 
-def init_single_process_dist() -> None:
-    """Single-process gloo TP/PP groups and a published CPU ServerArgs (once per process)."""
+def init_single_process_dist(**server_args: Any) -> None:
+    """Single-process gloo TP/PP groups and a published CPU ServerArgs (once per process; server_args: more of its
+    fields, e.g. kv_cache_dtype)."""
     global _IS_DIST_READY
     if _IS_DIST_READY:
         return
@@ -46,7 +47,7 @@ def init_single_process_dist() -> None:
     if not torch.distributed.is_initialized():
         init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
     reset_context()
-    publish(ServerArgs(model_path="dummy", tp_size=1, ep_size=1, pp_size=1, device="cpu"),
+    publish(ServerArgs(model_path="dummy", tp_size=1, ep_size=1, pp_size=1, device="cpu", **server_args),
             role="test", ranks=SpawnRanks(world_rank=0))
     if parallel_state._WORLD is not None:
         get_parallel().override_permanently(world_group=parallel_state._WORLD)
