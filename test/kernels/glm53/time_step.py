@@ -38,17 +38,20 @@ def step_kinds(geo, tp: int) -> list[str]:
     return (["dense"] + ks[1:] if tp > 1 and ks[0] == "tokens" else ks) + ["tail"]
 
 
-def build(geo, tp, width, context, order, weights, shape):
-    """Per kind: its plan at `width`, its layers bound (a draw each, cycled), a step, and each layer its caches."""
+def build(geo, tp, width, context, order, weights, shape, device="cuda", options=None):
+    """Per kind: its plan at `width`, its layers bound (a draw each, cycled), a step, and each layer its caches.
+    options: LaunchOptions fields over each kind's (a CPU smoke test's sequential placement)."""
+    import dataclasses
+
     plans, layers, steps, caches = {}, [], {}, []
     seen = collections.Counter()
     for i, kind in enumerate(order):
         kc = registry.get(kind)
         if kind not in plans:
-            plans[kind] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=torch.bfloat16, device="cuda",
-                                     options=kc.options(context), tiles=Tiles())
+            plans[kind] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=torch.bfloat16, device=device,
+                                     options=dataclasses.replace(kc.options(context), **(options or {})), tiles=Tiles())
             kw = shape if kind in ("indexer", "dense", "tokens") else {}
-            steps[kind] = kc.step(geo, width=width, context=context, kv_dtype=torch.bfloat16, seed=50, device="cuda",
+            steps[kind] = kc.step(geo, width=width, context=context, kv_dtype=torch.bfloat16, seed=50, device=device,
                                   **kw)
         w = weights[kind][seen[kind] % len(weights[kind])]
         seen[kind] += 1
@@ -112,6 +115,8 @@ def main():
             for kind in order:
                 ws = weights[kind][seen[kind] % len(weights[kind])]
                 seen[kind] += 1
+                if registry.get(kind).per_op is None:
+                    raise SystemExit(f"no per-op path for kind {kind} (at TP > 1 layer 0 runs as the dense kind)")
                 pops.append(registry.get(kind).per_op(geo, a.tp, ws, w))
 
             def perop():
