@@ -36,6 +36,8 @@ ON_ERROR = ("drain", "fault")  # check builds drain and report; serving builds f
 ERR_FLAG = 0x5EAD  # err[0] once a deadline was missed (0 while healthy)
 ERR_INPUT = 0x1BAD  # err[0] once a step input was found that the launch cannot serve (the first error wins)
 ERR_INVARIANT = 0x1DEA  # err[0] once a launch found its own state inconsistent (a bug, not the input's fault)
+ERR_PEER = 0x9EE5  # err[0] once a wait on a peer rank's push passed its deadline (waited_on = the peer, seen = the
+# words of the waited block that arrived, target = the block's words)
 # For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed; for
 # ERR_INVARIANT the same (the row whose value broke the invariant, the value, the limit it passed).
 
@@ -91,6 +93,10 @@ class ErrorWord:
             return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found step row "
                     f"{self.waited_on}'s length {self.seen} past the {self.target} keys its page table holds "
                     f"(read as {self.target})")
+        if self.flag == ERR_PEER:
+            return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} missed its deadline "
+                    f"waiting on rank {self.waited_on}'s push ({self.seen} of {self.target} words arrived, "
+                    f"epoch {self.epoch})")
         if self.flag == ERR_INVARIANT:
             return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found row "
                     f"{self.waited_on}'s value {self.seen} past its limit {self.target} (a launch bug; the "
@@ -114,7 +120,8 @@ def check_error(err: torch.Tensor, launch_names=None, stage_names=None) -> None:
     """Raise RuntimeError naming where a deadline was missed or a bad step input was found, if one was."""
     e = read_error(err)
     if e is not None:
-        what = {ERR_INPUT: "bad step input", ERR_INVARIANT: "launch invariant broken"}.get(e.flag,
+        what = {ERR_INPUT: "bad step input", ERR_INVARIANT: "launch invariant broken",
+                ERR_PEER: "peer deadline missed"}.get(e.flag,
                                                                                        "device deadline missed")
         raise RuntimeError(f"{what}: " + e.describe(launch_names, stage_names))
 

@@ -23,6 +23,7 @@ from sgl_amd_mono.common import guard
 ERR_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FLAG)
 ERR_INPUT: tl.constexpr = tl.constexpr(guard.ERR_INPUT)
 ERR_INVARIANT: tl.constexpr = tl.constexpr(guard.ERR_INVARIANT)
+ERR_PEER: tl.constexpr = tl.constexpr(guard.ERR_PEER)
 _E_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("flag"))
 _E_LAUNCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("launch"))
 _E_STAGE: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("stage"))
