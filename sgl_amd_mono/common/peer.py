@@ -9,6 +9,8 @@ in rank order, as the launches read it):
 - "emulated": R ranks in one process on one device (`emulated(R, ...)`): one allocation, rank r's buffer its r-th
   slice; how the cross-rank protocol is proved on one GPU. What it cannot show: NVLink's latency and bandwidth
   (a push lands in the one GPU's L2), and separate processes (one CUDA context, one address space).
+- "file": R processes on one host sharing one file mapping (`file_backed`): the protocol across separate,
+  concurrent processes under Triton's interpreter, on CPU.
 - "symmetric": torch's symmetric memory (`torch.distributed._symmetric_memory`) over the group: CUDA (IPC /
   the driver's VMM handles) and, where torch builds it, ROCm (HIP IPC). Not yet run on several GPUs.
 
@@ -54,13 +56,26 @@ def emulated(ranks: int, nbytes: int, device) -> list[PeerBuffers]:
     """`ranks` ranks' peer buffers in one allocation on one device (rank r's buffer: bytes [r * nbytes, ...))."""
     if ranks < 1 or nbytes < 1:
         raise ValueError(f"emulated peer buffers need ranks >= 1 and nbytes >= 1 (got {ranks}, {nbytes})")
-    stride = -(-nbytes // 256) * 256  # each rank's buffer 256-byte aligned
-    block = torch.zeros(ranks * stride, dtype=torch.uint8, device=device)
+    stride = -(-nbytes // 256) * 256  # each rank's buffer 256-byte aligned (the allocation's start too)
+    raw = torch.zeros(ranks * stride + 256, dtype=torch.uint8, device=device)
+    block = raw[(-raw.data_ptr()) % 256:][: ranks * stride]
     ptrs = torch.tensor([block.data_ptr() + r * stride for r in range(ranks)], dtype=torch.int64, device=device)
     out = [PeerBuffers(rank=r, size=ranks, local=block[r * stride: r * stride + nbytes], ptrs=ptrs,
-                       backend="emulated", keep=block) for r in range(ranks)]
-    _LIVE.append(block)
+                       backend="emulated", keep=raw) for r in range(ranks)]
+    _LIVE.append(raw)
     return out
+
+
+def file_backed(ranks: int, rank: int, nbytes: int, path: str) -> PeerBuffers:
+    """Rank `rank`'s peer buffers in host memory shared by R processes through one file (`path`, created by the
+    first): every process maps it and `ptrs` holds this process's addresses of the R buffers. CPU only: how the
+    protocol runs in separate, concurrent processes under Triton's interpreter."""
+    stride = -(-nbytes // 256) * 256
+    block = torch.from_file(path, shared=True, size=ranks * stride, dtype=torch.uint8)
+    ptrs = torch.tensor([block.data_ptr() + r * stride for r in range(ranks)], dtype=torch.int64)
+    _LIVE.append(block)
+    return PeerBuffers(rank=rank, size=ranks, local=block[rank * stride: rank * stride + nbytes], ptrs=ptrs,
+                       backend="file", keep=block)
 
 
 def _symmetric(nbytes: int, group, device) -> PeerBuffers:

@@ -2,7 +2,7 @@
 (`_exchange_main.py`, a subprocess): every rank's sum the same bits, the rank-ordered f32 sum (another order gives
 other bits, so the order is held), launch after launch on the same peer buffers; a rank that does not push stops
 the waits at the deadline with an error word naming the stage and the peer, also when its slot still holds an
-earlier launch's words."""
+earlier launch's words. The same across concurrent processes sharing their buffers (`_exchange_procs.py`)."""
 
 import json
 import os
@@ -59,3 +59,28 @@ def test_compiles(target):
     k = triton.compile(ASTSource(toy_exchange, sig, consts, survey.divisibility(toy_exchange, kw)),
                        target=GPUTarget(backend, arch, warp), options={"num_warps": 4})
     assert k.asm and k.metadata.name.startswith("toy_exchange")
+
+
+def _procs(tmp_path, *args):
+    r = subprocess.run([sys.executable, os.path.join(HERE, "_exchange_procs.py"), *map(str, args)], env=dict(os.environ),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_concurrent_processes_hold_the_rank_ordered_sum(tmp_path):
+    """4 processes, one rank each, sharing their peer buffers through a file mapping (`peer.file_backed`), each
+    running its own launch at once: the same bits on every rank, the rank-ordered sum."""
+    res = _procs(tmp_path, 4, tmp_path)
+    assert res["exitcodes"] == [0] * 4 and res["errors"] == [None] * 4, res
+    assert res["ranks_equal"] and res["rank_order_sum"], res
+
+
+def test_a_missing_rank_stops_every_process_with_the_same_error(tmp_path):
+    """Rank 1 never pushes: every rank (rank 1 too, waiting on its own slot) ends with the error naming the stage and
+    rank 1, bounded by its deadline (3000 polls, a few seconds under the interpreter); none hangs."""
+    res = _procs(tmp_path, 4, tmp_path, 1)
+    want = ("launch toy: program 0 in stage sum missed its deadline waiting on rank 1's push (0 of 128 words "
+            "arrived, epoch 1)")
+    assert res["exitcodes"] == [0] * 4 and res["errors"] == [want] * 4, res
+    assert max(res["seconds"]) < 60, res

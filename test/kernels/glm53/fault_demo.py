@@ -33,7 +33,7 @@ def fault_child(model, cfg) -> None:
     from sgl_amd_mono.glm53.weights import bind_model
 
     geo = Glm53Geometry.from_hf(cfg)
-    ctx = BuildContext(isa="sm_90", widths=(1,), deadline_s=2.0, copies={})
+    ctx = BuildContext(isa="sm_90", widths=(1,), deadline_s=10.0, copies={})  # check_step's: precompiled builds
     built = SPEC.build(model, cfg, ctx)  # the server's build: a failed wait faults
     s = dict(tokens=1, ids=[5], seq_lens=[4096], pad_rows=0, capture=False)
     caches = DsaCaches(geo, kv_dtype=torch.bfloat16, bs=1, max_ctx=4100, seed=3, device="cuda")
