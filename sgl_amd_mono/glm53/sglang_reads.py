@@ -11,6 +11,11 @@ from __future__ import annotations
 SGLANG_READS: tuple[tuple[str, str, str, str], ...] = (
     # --- step fields: forward_context / ForwardBatch / DSA metadata / pools (step.py, runner.py)
     ("function", "sglang.srt.model_executor.forward_context", "get_attn_backend", "the DSA backend a forward runs on"),
+    # --- server and host (spec.py, runner_triton.py)
+    ("function", "sglang.srt.kernel_plugins.amd.binding", "device_isa", "the host GPU's ISA: the served rule"),
+    ("function", "sglang.srt.runtime_context", "get_server_args", "--kv-cache-dtype: the launches' MLA cache type"),
+    ("field", "sglang.srt.server_args.ServerArgs", "kv_cache_dtype", "fp8_e4m3, or bf16 for auto / bfloat16"),
+    ("method", "model", "logits_processor._get_logits", "answered with the tail's logits inside a routed step"),
     ("attr", "sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnBackend", "forward_metadata", "per-step DSAMetadata"),
     ("attr", "sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnBackend", "token_to_kv_pool", "the DSATokenToKVPool"),
     ("field", "sglang.srt.model_executor.forward_batch_info.ForwardBatch", "forward_mode", "DECODE or TARGET_VERIFY"),
