@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from typing import Any, Optional, Sequence
 
 # Defaults are what SGLang resolves for GLM-5.3 on the given ISA, so a bare command reads as
@@ -147,7 +148,12 @@ def _format_keys(keys: list) -> str:
     return ", ".join(f"{k.forward_mode} batch {k.batch_size} x {k.tokens_per_request} = {k.rows} rows" for k in keys)
 
 
+# SGLang's import-time warnings about platforms the answer is not about (its AWQ and GGUF modules on a CPU host)
+_FOREIGN_WARNINGS = r"Only CUDA, .* support (AWQ|GGUF)"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    warnings.filterwarnings("ignore", message=_FOREIGN_WARNINGS, category=UserWarning)
     parser = _parser()
     args = parser.parse_args(argv)  # exits 2 on a bad flag
     try:

@@ -92,3 +92,14 @@ def test_bad_flag_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["explain", "--tp", "eight"])
     assert e.value.code == 2
+
+
+def test_no_foreign_platform_warnings():
+    """SGLang warns at import that AWQ and GGUF need other platforms; explain's answer does not pass that on."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "sgl_amd_mono.cli", "explain", "--tp", "1", "--isa", "sm_90"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("served"), r.stdout + r.stderr
+    assert "AWQ" not in r.stderr and "GGUF" not in r.stderr, r.stderr
