@@ -19,7 +19,7 @@ the tail's logits are to go through these (the TP issue).
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import ERR_PEER, _program_time, report_error
+from sgl_amd_mono.backends.triton.sync import ERR_PEER, deadline_passed, report_error, wait_start
 
 
 @triton.jit
@@ -59,17 +59,13 @@ def wait_sum(peers_ptr, rank, region, N, offs, mask, epoch, err_ptr, launch_id, 
         words = tl.load(src, mask=mask, other=tag << 32, volatile=True)
         missing = tl.sum(((words >> 32) != tag).to(tl.int32), axis=0)
         polls = missing * 0
-        if TIMER:
-            t0 = _program_time()
+        t0 = wait_start(TIMER)
         while (missing > 0) & (ok != 0):
             polls += 1
             words = tl.load(src, mask=mask, other=tag << 32, volatile=True)
             missing = tl.sum(((words >> 32) != tag).to(tl.int32), axis=0)
             if (polls % 8 == 0) & (missing > 0):
-                if TIMER:
-                    over = (_program_time() - t0) > bound
-                else:
-                    over = polls > bound
+                over = deadline_passed(polls, t0, bound, TIMER)
                 flag = tl.atomic_add(err_ptr, 0, sem="relaxed")  # another program failed: drain
                 if over | (flag != 0):
                     if over:

@@ -58,6 +58,25 @@ def _program_time():
 
 
 @triton.jit
+def wait_start(TIMER: tl.constexpr):
+    """A wait's start: the program's global time (ns) with TIMER, else 0 (the bound counts polls)."""
+    if TIMER:
+        return _program_time()
+    else:
+        return tl.zeros((), dtype=tl.int64)
+
+
+@triton.jit
+def deadline_passed(polls, t0, bound, TIMER: tl.constexpr):
+    """Whether a wait that started at t0 (`wait_start`) and has polled `polls` times is past its bound (ns with
+    TIMER, else polls). The same value in all of the program's threads."""
+    if TIMER:
+        return (_program_time() - t0) > bound
+    else:
+        return polls > bound
+
+
+@triton.jit
 def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoch, bound,
                  TIMER: tl.constexpr):
     """Spin until sync[1 + counter] has reached target (their int32 difference >= 0), at most `bound`
@@ -71,18 +90,14 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
     stop = seen * 0
     polls = seen * 0
     over = seen < 0
-    if TIMER:
-        t0 = _program_time()
+    t0 = wait_start(TIMER)
     while ((seen - target) < 0) & (stop == 0):  # int32 difference: right across a wrap
         polls += 1
         # the error word and the deadline every 8th poll only, so a poll is one load of the counter (each
         # read here is a round trip to L2 and a block barrier, and reading both every poll doubled the poll)
         if polls % 8 == 0:
             flag = tl.atomic_add(err_ptr + _E_FLAG, 0, sem="relaxed")
-            if TIMER:
-                over = (_program_time() - t0) > bound
-            else:
-                over = polls > bound
+            over = deadline_passed(polls, t0, bound, TIMER)
             stop = (over | (flag != 0)).to(tl.int32)
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
     ok = ((seen - target) >= 0).to(tl.int32)

@@ -47,11 +47,10 @@ def greedy(model, geo, ref, built, spec, *, kv, context: int, n_tokens: int, dev
             accepted = 0
             while accepted < len(d) and top_w[accepted] == d[accepted]:
                 accepted += 1
-            rows.append({"mode": "verify" if is_verify else "decode", "position": cur, "token": tok,
+            rows.append({"mode": "verify" if is_verify else "decode", "rows": len(top_w), "position": cur, "token": tok,
                          "logits_rel": nm.rel(gl, wl), "top1": sum(x == y for x, y in zip(top_g, top_w)) / len(top_w),
                          "accepted": accepted})
             cur, tok, made = cur + accepted + 1, top_w[accepted], made + accepted + 1
-    n = sum(1 if r["mode"] == "decode" else 4 for r in rows)
-    return {"steps": rows, "tokens": made, "rows": n,
-            "top1": sum(r["top1"] * (1 if r["mode"] == "decode" else 4) for r in rows) / n,
+    n = sum(r["rows"] for r in rows)
+    return {"steps": rows, "tokens": made, "rows": n, "top1": sum(r["top1"] * r["rows"] for r in rows) / n,
             "rel_max": max(r["logits_rel"] for r in rows)}
