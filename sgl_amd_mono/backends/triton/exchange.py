@@ -19,7 +19,7 @@ the tail's logits are to go through these (the TP issue).
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import ERR_PEER, deadline_passed, report_error, wait_start
+from sgl_amd_mono.backends.triton.sync import ERR_PEER, deadline_passed, error_flag, report_error, wait_start
 
 
 @triton.jit
@@ -66,8 +66,7 @@ def wait_sum(peers_ptr, rank, region, N, offs, mask, epoch, err_ptr, launch_id, 
             missing = tl.sum(((words >> 32) != tag).to(tl.int32), axis=0)
             if (polls % 8 == 0) & (missing > 0):
                 over = deadline_passed(polls, t0, bound, TIMER)
-                flag = tl.atomic_add(err_ptr, 0, sem="relaxed")  # another program failed: drain
-                if over | (flag != 0):
+                if over | (error_flag(err_ptr) != 0):  # past the deadline, or another program failed: drain
                     if over:
                         report_error(err_ptr, ERR_PEER, launch_id, stage, pid, p,
                                      tl.sum(mask.to(tl.int32), axis=0) - missing, tl.sum(mask.to(tl.int32), axis=0),

@@ -67,6 +67,12 @@ def wait_start(TIMER: tl.constexpr):
 
 
 @triton.jit
+def error_flag(err_ptr):
+    """The error word's flag as this launch sees it now (non-zero once any program failed: the waits drain)."""
+    return tl.atomic_add(err_ptr + _E_FLAG, 0, sem="relaxed")
+
+
+@triton.jit
 def deadline_passed(polls, t0, bound, TIMER: tl.constexpr):
     """Whether a wait that started at t0 (`wait_start`) and has polled `polls` times is past its bound (ns with
     TIMER, else polls). The same value in all of the program's threads."""
@@ -96,7 +102,7 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
         # the error word and the deadline every 8th poll only, so a poll is one load of the counter (each
         # read here is a round trip to L2 and a block barrier, and reading both every poll doubled the poll)
         if polls % 8 == 0:
-            flag = tl.atomic_add(err_ptr + _E_FLAG, 0, sem="relaxed")
+            flag = error_flag(err_ptr)
             over = deadline_passed(polls, t0, bound, TIMER)
             stop = (over | (flag != 0)).to(tl.int32)
         seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")

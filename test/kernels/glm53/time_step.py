@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import time
 
 import torch
@@ -41,7 +42,6 @@ def step_kinds(geo, tp: int) -> list[str]:
 def build(geo, tp, width, context, order, weights, shape, device="cuda", options=None):
     """Per kind: its plan at `width`, its layers bound (a draw each, cycled), a step, and each layer its caches.
     options: LaunchOptions fields over each kind's (a CPU smoke test's sequential placement)."""
-    import dataclasses
 
     plans, layers, steps, caches = {}, [], {}, []
     seen = collections.Counter()
