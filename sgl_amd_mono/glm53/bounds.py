@@ -67,10 +67,10 @@ STEP_BOUNDS_INTERP_FP8 = dict(STEP_BOUNDS_INTERP, **{"step.kv.max_abs": 0.75})
 # The same comparison on the H200 (check_step.py --model tiny, through SGLang's model on CUDA): the interpreter's
 # values, which the H200 run met (results/step1_h200_check_step.log: logits 2.1e-3 / 3.8e-3, MLA cache 0.016 / 0.047,
 # index keys one fp8 step). At GLM-5.3's real shapes with random weights the reference moves as far from itself
-# after a 1-ulp weight change as the launches are from it (results/step2_h200_summary.md), so there check_step holds
+# after a 1-ulp weight change as the launches are from it (results/step3_h200_summary.md), so there check_step holds
 # layer 0's rows to the tokens kind's bounds instead (`check_step.failures`).
 STEP_BOUNDS_GPU = dict(STEP_BOUNDS_INTERP)
-STEP_BOUNDS_GPU_FP8 = dict(STEP_BOUNDS_INTERP_FP8)  # not yet run on a GPU: the interpreter's
+STEP_BOUNDS_GPU_FP8 = dict(STEP_BOUNDS_INTERP_FP8)  # the tiny model with fp8 KV not yet run on a GPU: the interpreter's
 
 # comparison -> {table name: bounds}
 COMPARISONS = {

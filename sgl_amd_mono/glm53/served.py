@@ -24,7 +24,7 @@ BACKEND_OF_ISA = {"sm_90": "triton", "gfx950": "triton", "gfx942": "triton"}
 BUILT_TP = (1,)  # TP sizes the launches build: their partial sums need the cross-rank pushes at TP > 1
 # (ISA, TP) whose whole step ran on that hardware -> the results log that shows it
 RAN: dict[tuple[str, int], str] = {
-    ("sm_90", 1): "test/kernels/glm53/results/step2_h200_check_step.log",
+    ("sm_90", 1): "test/kernels/glm53/results/step3_h200_check_step_bf16.log",  # and ..._fp8.log
 }
 DRAFT_NOTE = "the MTP draft model (GlmMoeDsaForCausalLMNextN) runs on SGLang's own path"
 

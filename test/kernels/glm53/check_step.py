@@ -111,7 +111,7 @@ def failures(res: dict, bounds: dict, *, real: bool) -> list[str]:
     """What fails a run. Every model: no row written outside out_cache_loc (its planted stray write seen), replays
     bitwise. The tiny model: every distance within `bounds` (each failed by its planted error) and every row's
     top-1 the reference's. GLM-5.3's real shapes with random weights: the reference moves as far when one bf16 ulp
-    of one norm weight changes (`chaos_step.py`, results/step2_h200_chaos.log: logits rel up to 0.23, MLA rows up
+    of one norm weight changes (`chaos_step.py`, results/step3_h200_check_step_*.log: logits rel up to 0.23, MLA rows up
     to 1.0 by layer 6, top-1 0.75), so the distances are reported beside that, not bounded; held instead: layer 0's
     MLA and index-K rows, whose inputs are the same in both backends, within the tokens kind's own bounds
     (`dense.TOKENS_BOUNDS_GPU`), each failed by its planted error. The other layers' bounds on their own inputs are

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200 run of the whole step (results/step2_h200_*). PARTS picks (default "pre bf16 fp8 fault pretime time"):
+# One H200 run of the whole step (results/step3_h200_*). PARTS picks (default "pre bf16 fp8 fault pretime time"):
 #   pre     precompile every TP1 build check_step takes (every kind, widths 1 / 2 / 4, bf16 and fp8 KV, the model's
 #           context, deadline 10 s as check_step's build: a 64-bit timer bound), MoE kinds 5 at a time (~17 GB each)
 #   bf16    check_step at GLM-5.3's real shapes, bf16 KV, 8K and 128K, every step, the greedy loop, the 1-ulp chaos
