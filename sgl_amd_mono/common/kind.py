@@ -5,6 +5,8 @@ lowering needs about its layout is derived from that one table:
   * stage ids: a stage's position in `stages` (`stage_ids`);
   * the sync words (`sync_layout`): [epoch | one arrival counter a stage | each last-arrival count's
     words, in table order], so a count is found by its name, never by an offset written twice;
+  * the peer words (`peer_layout`, TP > 1): the cross-rank exchange regions in table order, each TP slots of
+    its words (rank p pushes into slot p of every rank's region), found by name as the counts are;
   * scratch shapes and dtypes (`shapes`), and the bytes the launch holds;
   * the static checks (`check`): every buffer a stage reads or writes is declared, every scratch buffer
     is written by exactly one stage and read by it or a later one, the dataflow, the cache rows written exactly
@@ -54,6 +56,31 @@ class Count:
 
 
 @dataclasses.dataclass(frozen=True)
+class Exchange:
+    """A cross-rank exchange region of a launch's peer buffers (TP > 1): TP slots of `words(dims)` 64-bit words
+    each, one slot a rank. Rank p pushes its part into slot p of every rank's region; each rank waits on its own
+    region only (`backends/triton/exchange.py`). A stage that pushes names the region in its writes, one that
+    waits in its reads."""
+
+    name: str
+    words: Callable[[Any], int]  # 64-bit words of one rank's slot
+    doc: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerLayout:
+    """Where each exchange region lives in a rank's peer buffer: {name: (first word, words a slot)}; `words` in
+    all (TP x each region's slot words). Empty at TP 1 (nothing is exchanged)."""
+
+    regions: dict
+    words: int
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * self.words
+
+
+@dataclasses.dataclass(frozen=True)
 class StageDef:
     """One stage of a kind: `tasks(dims)` tasks (an upper bound when `is_bound`: data-dependent stages),
     the buffers they read and write, the last-arrival counts they take, and the step rows whose cache rows
@@ -93,6 +120,7 @@ class KindTable:
     stages: tuple[StageDef, ...]
     cache: str = ""  # the input buffer whose rows the cache_rows stages write
     in_place: tuple[str, ...] = ()  # other inputs a stage writes in place (a second cache)
+    exchanges: tuple[Exchange, ...] = ()  # the cross-rank regions (TP > 1), in peer-buffer order
 
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]
@@ -117,6 +145,18 @@ class KindTable:
                 counts[c.name] = (at, n)
                 at += n
         return SyncLayout(n_stages=len(self.stages), counts=counts, words=at)
+
+    def peer_layout(self, dims) -> PeerLayout:
+        """The exchange regions' places in a rank's peer buffer at dims.tp ranks (none at TP 1)."""
+        tp = int(dims.tp)
+        if tp == 1:
+            return PeerLayout(regions={}, words=0)
+        at, regions = 0, {}
+        for x in self.exchanges:
+            n = int(x.words(dims))
+            regions[x.name] = (at, n)
+            at += tp * n
+        return PeerLayout(regions=regions, words=at)
 
     def shapes(self, group: str, dims) -> dict[str, tuple[tuple, torch.dtype]]:
         """{name: (shape, dtype)} of one buffer group ("inputs", "weights", "outputs", "scratch")."""
@@ -149,7 +189,10 @@ class KindTable:
         stage_names = self.stage_names()
         if len(set(stage_names)) != len(stage_names):
             bad.append(f"stage names repeat: {stage_names}")
-        declared = set(names)
+        xnames = [x.name for x in self.exchanges]
+        if set(xnames) & set(names) or len(set(xnames)) != len(xnames):
+            bad.append(f"exchange regions named twice or as buffers: {xnames}")
+        declared = set(names) | set(xnames)
         writers: dict[str, list[int]] = {}
         readers: dict[str, list[int]] = {}
         for i, st in enumerate(self.stages):
@@ -160,12 +203,13 @@ class KindTable:
                 writers.setdefault(b, []).append(i)
             for b in st.reads:
                 readers.setdefault(b, []).append(i)
-        for b in self.scratch:
+        for b in (*self.scratch, *self.exchanges):
+            what = "exchange region" if isinstance(b, Exchange) else "scratch buffer"
             w = writers.get(b.name, [])
             if len(w) != 1:
-                bad.append(f"scratch buffer {b.name} is written by {len(w)} stages (must be exactly 1)")
+                bad.append(f"{what} {b.name} is written by {len(w)} stages (must be exactly 1)")
             elif not any(r >= w[0] for r in readers.get(b.name, [])):
-                bad.append(f"scratch buffer {b.name} is never read by stage {self.stages[w[0]].name} or a later one")
+                bad.append(f"{what} {b.name} is never read by stage {self.stages[w[0]].name} or a later one")
         for b in self.outputs:
             if b.name not in writers:
                 bad.append(f"output {b.name} is written by no stage")

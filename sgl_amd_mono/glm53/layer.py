@@ -218,28 +218,53 @@ def sum_in_rank_order(parts: list) -> torch.Tensor:
     return acc.to(torch.bfloat16)
 
 
-def shared_layer_ranks(
-    geo: Glm53Geometry,
-    shards: list,
-    *,
-    hidden: torch.Tensor,
-    residual: torch.Tensor,
-    cos_sin: torch.Tensor,
-    kv_cache: torch.Tensor,
-    out_loc: torch.Tensor,
-    topk_slots: torch.Tensor,
-) -> dict[str, torch.Tensor]:
-    """`shared_layer` at TP = len(shards) from every rank's weights (`launch_inputs.shard_weights`): each
-    rank's attention half gives its o_proj partial, summed in rank order; each rank's MoE half on that sum
-    gives its FFN partial, summed in rank order. Outputs as shared_layer's plus "o_parts" / "out_parts"
-    (the rank partials)."""
-    halves = [attention_half(geo, aw, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,
-                             out_loc=out_loc, topk_slots=topk_slots) for aw, _ in shards]
+def layer_ranks(geo: Glm53Geometry, shards: list, *, select=None, **attn_inputs) -> dict[str, torch.Tensor]:
+    """A layer at TP = len(shards) from every rank's weights, shards [(attention weights, FFN weights)] in rank
+    order (cut from one full draw: `launch_inputs.shard_weights`, the check registry's rank draws): each rank's
+    attention half gives its o_proj partial, summed in rank order; each rank's FFN half (MoE or dense) on that sum
+    gives its partial, summed in rank order. `select(x, q_lora)`: an indexer layer's own top-k, replicated on every
+    rank (run once: every rank's inputs to it are the same bits). attn_inputs: attention_half's (hidden, residual,
+    cos_sin, kv_cache, out_loc, topk_slots). Outputs as shared_layer's, "topk" where selected, and "o_parts" /
+    "out_parts" (the rank partials)."""
+    chosen: dict = {}
+
+    def once(x, q_lora):
+        if "topk" not in chosen:
+            chosen["topk"] = select(x, q_lora)
+        return chosen["topk"]
+
+    halves = [attention_half(geo, aw, select=once if select is not None else None, **attn_inputs) for aw, _ in shards]
     o = sum_in_rank_order([a.o for a in halves])
-    ffn = [moe_half(geo, mw, aw.post_norm, attn_o=o, residual=halves[0].residual) for aw, mw in shards]
+    ffn = [ffn_half(geo, fw, aw.post_norm, attn_o=o, residual=halves[0].residual) for aw, fw in shards]
     out = sum_in_rank_order([f[0] for f in ffn])
-    return {"out": out, "residual_out": ffn[0][1], "o": o, "kv_rows": halves[0].kv_rows, "expert_ids": ffn[0][2]["ids"],
-            "expert_weights": ffn[0][2]["weights"], "o_parts": [a.o for a in halves], "out_parts": [f[0] for f in ffn]}
+    d = {"out": out, "residual_out": ffn[0][1], "o": o, "kv_rows": halves[0].kv_rows,
+         "o_parts": [a.o for a in halves], "out_parts": [f[0] for f in ffn], **chosen}
+    if ffn[0][2]:
+        d.update(expert_ids=ffn[0][2]["ids"], expert_weights=ffn[0][2]["weights"])
+    return d
+
+
+def shared_layer_ranks(geo: Glm53Geometry, shards: list, *, hidden: torch.Tensor, residual: torch.Tensor,
+                       cos_sin: torch.Tensor, kv_cache: torch.Tensor, out_loc: torch.Tensor,
+                       topk_slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`shared_layer` at TP = len(shards) (`layer_ranks` over the step's top-k)."""
+    return layer_ranks(geo, shards, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,
+                       out_loc=out_loc, topk_slots=topk_slots)
+
+
+def indexer_select(geo: Glm53Geometry, idx_w, *, positions: torch.Tensor, cos_sin: torch.Tensor,
+                   index_k_cache: torch.Tensor, out_loc: torch.Tensor, page_table: torch.Tensor,
+                   lengths: torch.Tensor):
+    """select(x, q_lora) -> [R, index_topk] int32 slots: the layer's own DSA indexer (`indexer.run_indexer`: this
+    step's index keys written into index_k_cache, then scores and the exact top-k), for attention_half."""
+    from sgl_amd_mono.glm53.indexer import run_indexer
+
+    def select(x, q_lora):
+        return run_indexer(idx_w, x=x, q_lora=q_lora, positions=positions, rope=geo.qk_rope, buf=index_k_cache,
+                           out_loc=out_loc, page_table=page_table, lengths=lengths, topk=geo.index_topk,
+                           cos_sin=cos_sin)
+
+    return select
 
 
 def indexer_layer(
@@ -263,14 +288,12 @@ def indexer_layer(
     launch computes exactly this; with DenseWeights as moe_w the "dense" launch (residual None: layer 0, the
     "tokens" launch, hidden its embedding rows). Outputs as shared_layer's, and "topk": [R, index_topk] int32
     slots."""
-    from sgl_amd_mono.glm53.indexer import run_indexer
-
     chosen = {}
+    pick = indexer_select(geo, idx_w, positions=positions, cos_sin=cos_sin, index_k_cache=index_k_cache,
+                          out_loc=out_loc, page_table=page_table, lengths=lengths)
 
     def select(x, q_lora):
-        chosen["topk"] = run_indexer(idx_w, x=x, q_lora=q_lora, positions=positions, rope=geo.qk_rope,
-                                     buf=index_k_cache, out_loc=out_loc, page_table=page_table, lengths=lengths,
-                                     topk=geo.index_topk, cos_sin=cos_sin)
+        chosen["topk"] = pick(x, q_lora)
         return chosen["topk"]
 
     a = attention_half(geo, attn_w, hidden=hidden, residual=residual, cos_sin=cos_sin, kv_cache=kv_cache,

@@ -84,14 +84,6 @@ def test_index_score_options_change_no_bit():
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
 
 
-def test_tail_ranks_hold_their_vocab_shards():
-    """The tail at TP2, each rank on its rows of one full draw of the LM head: the two ranks' logits side by side
-    are the TP1 launch's bits (the gather across ranks itself belongs to the cross-rank launches)."""
-    r, res = _run("tail", "ranks")
-    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
-    assert res["shard_shapes"] == [[3, 128], [3, 128]] and res["ranks_concat_equal"] is True, res
-
-
 def test_missed_deadline_reports_error_word():
     r, _ = _run("shared", "deadline")
     assert r.returncode != 0

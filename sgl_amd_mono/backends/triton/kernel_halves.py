@@ -3,7 +3,10 @@ o_proj), the attention half with the layer's own indexer in front of it (`index_
 mla_attention), the MoE (`moe`: norm2 ... down) and the dense MLP (`dense_mlp`: norm2, mlp_up, mlp_act, mlp_down),
 each a sequence of stage calls (`stages_attention.py`, `stages_index.py`, `stages_moe.py`, `stages_dense.py`) with
 the generic hand-off after every stage but the launch's last. The stage ids and task counts come from the
-calling kind's table (its S_* / T_* constexprs)."""
+calling kind's table (its S_* / T_* constexprs). TP > 1: o_proj and the MoE / MLP down push their partials and a
+cross-rank sum stage follows each (`exchange.sum_stage`: o_sum, down_sum, mlp_down_sum), with no hand-off between
+the push and the sum (the pushed words carry their epoch) and the push stage's hand-off moved after the sum; the
+regions' words (X_* / XW_*) come from the table too."""
 
 import triton
 import triton.language as tl
@@ -12,6 +15,7 @@ from sgl_amd_mono.backends.triton import stages_attention as attn_half
 from sgl_amd_mono.backends.triton import stages_dense as dense_half
 from sgl_amd_mono.backends.triton import stages_index as index
 from sgl_amd_mono.backends.triton import stages_moe as moe_half
+from sgl_amd_mono.backends.triton.exchange import sum_stage
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
 
 
@@ -26,8 +30,11 @@ def mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_
                   SWAP_AB: tl.constexpr, NPROG: tl.constexpr, N_STAGES: tl.constexpr, TIMER: tl.constexpr,
                   SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr, TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
                   S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr, T_ATTN: tl.constexpr,
-                  T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr):
-    """attn (over each row's top-k slots at topk_ptr), w_uv, o_proj, each followed by its hand-off. Returns ok."""
+                  T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr, TP: tl.constexpr = 1, peers_ptr=None, rank=0,
+                  S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0,
+                  XW_O_X: tl.constexpr = 0, BX: tl.constexpr = 0):
+    """attn (over each row's top-k slots at topk_ptr), w_uv, o_proj (TP > 1: then o_sum), each followed by its
+    hand-off. Returns ok."""
     HV: tl.constexpr = H * VH
     attn_half.attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, softmax_scale,
                    pid, ok, task_count_ptr, S_ATTN, T_ATTN, H, KVL, ROPE, KTOP, NSPLIT, ATT_BLK, NPROG, SKIP_MASK,
@@ -43,10 +50,16 @@ def mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_
 
     attn_half.o_proj(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, res1_ptr, o_part_ptr, o_ptr, residual_out_ptr,
                      oproj_cnt_ptr, epoch, pid, ok, task_count_ptr, S_O_PROJ, T_O_PROJ, R, D, HV, BN_O, KS_O, STAGES,
-                     SWAP_AB, NPROG, SKIP_MASK, COUNT_TASKS)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_PROJ, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                  SKIP_ARRIVE, TRACE)
-
+                     SWAP_AB, NPROG, SKIP_MASK, COUNT_TASKS, TP, peers_ptr, rank, X_O_X, XW_O_X)
+    if TP == 1:
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_PROJ, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES,
+                      TIMER, SKIP_ARRIVE, TRACE)
+    else:
+        ok = sum_stage(peers_ptr, rank, o_ptr, res1_ptr, residual_out_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
+                       task_count_ptr, X_O_X, XW_O_X, S_O_SUM, T_O_SUM, BX, TP, NPROG, TIMER, SKIP_MASK, COUNT_TASKS,
+                       True)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_SUM, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
+                      SKIP_ARRIVE, TRACE)
     return ok
 
 
@@ -63,9 +76,11 @@ def moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_
         TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr, TRACE: tl.constexpr,
         COUNT_TASKS: tl.constexpr, S_NORM2: tl.constexpr, S_GATE: tl.constexpr, S_ROUTE: tl.constexpr,
         S_UP: tl.constexpr, S_ACT: tl.constexpr, S_DOWN: tl.constexpr, T_NORM2: tl.constexpr, T_GATE: tl.constexpr,
-        T_ROUTE: tl.constexpr, T_DOWN: tl.constexpr):
-    """norm2, gate, route, up, act, down, each but down followed by its hand-off (down is the launch's last
-    stage: `sync.launch_end` follows it). Returns ok."""
+        T_ROUTE: tl.constexpr, T_DOWN: tl.constexpr, TP: tl.constexpr = 1, peers_ptr=None, rank=0,
+        S_DOWN_SUM: tl.constexpr = 0, T_DOWN_SUM: tl.constexpr = 0, X_OUT_X: tl.constexpr = 0,
+        XW_OUT_X: tl.constexpr = 0, BX: tl.constexpr = 0):
+    """norm2, gate, route, up, act, down (TP > 1: then down_sum), each but the last followed by its hand-off (the
+    last is the launch's last stage: `sync.launch_end` follows it). Returns ok."""
     moe_half.norm2(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S_NORM2,
                    T_NORM2, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM2, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
@@ -94,7 +109,11 @@ def moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_
 
     moe_half.down(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, dn_part_ptr, out_ptr, dn_cnt_ptr, my_uniq, n_u, epoch, pid, ok,
                   task_count_ptr, S_DOWN, T_DOWN, R, D, E, I, DCW, DCW_P, DN_PARTS, STAGES_DN, SWAP_MOE, NPROG,
-                  SKIP_MASK, COUNT_TASKS)
+                  SKIP_MASK, COUNT_TASKS, TP, peers_ptr, rank, X_OUT_X, XW_OUT_X)
+    if TP > 1:
+        ok = sum_stage(peers_ptr, rank, out_ptr, out_ptr, out_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
+                       task_count_ptr, X_OUT_X, XW_OUT_X, S_DOWN_SUM, T_DOWN_SUM, BX, TP, NPROG, TIMER, SKIP_MASK,
+                       COUNT_TASKS, False)
     return ok
 
 
@@ -129,20 +148,34 @@ def index_attention(
         S_O_PROJ: tl.constexpr,
         T_NORM1: tl.constexpr, T_QKV_A: tl.constexpr, T_LATENT: tl.constexpr, T_Q_B: tl.constexpr,
         T_ABSORB: tl.constexpr, T_ATTN: tl.constexpr, T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr,
-        TOKENS: tl.constexpr = False, input_ids_ptr=None, V: tl.constexpr = 0):
+        TOKENS: tl.constexpr = False, input_ids_ptr=None, V: tl.constexpr = 0, TP: tl.constexpr = 1, peers_ptr=None,
+        rank=0, S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0,
+        XW_O_X: tl.constexpr = 0, BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0,
+        T_EMBED: tl.constexpr = 0, S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
+        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
-    embedding [V, D]) of input_ids (the tokens kind). Returns ok."""
+    embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
+    shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
+    Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
     T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
     T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
+    if TOKENS and TP > 1:
+        attn_half.embed(input_ids_ptr, hidden_ptr, peers_ptr, rank, err_ptr, launch_id, epoch, pid, ok, task_count_ptr,
+                        S_EMBED, T_EMBED, D, V, BX, TP, X_EMB_X, XW_EMB_X, NPROG, SKIP_MASK, COUNT_TASKS)
+        ok = sum_stage(peers_ptr, rank, emb_ptr, emb_ptr, emb_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
+                       task_count_ptr, X_EMB_X, XW_EMB_X, S_EMBED_SUM, T_EMBED_SUM, BX, TP, NPROG, TIMER, SKIP_MASK,
+                       COUNT_TASKS, False)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMBED_SUM, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
                     S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, xn1_ptr, True, TOKENS, input_ids_ptr,
-                    err_ptr, launch_id, V)
+                    err_ptr, launch_id, V, TP, emb_ptr)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -232,7 +265,7 @@ def index_attention(
                        softmax_scale, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
                        R, D, KVL, ROPE, VH, H, KTOP, NSPLIT, ATT_BLK, WUV_SH, BN_O, KS_O, STAGES, SWAP_AB, NPROG,
                        N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, S_ATTN, S_W_UV, S_O_PROJ, T_ATTN,
-                       T_W_UV, T_O_PROJ)
+                       T_W_UV, T_O_PROJ, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
     return ok
 
 
@@ -245,9 +278,13 @@ def dense_mlp(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xs2_ptr, gate_up_ptr, gat
               SWAP: tl.constexpr, NPROG: tl.constexpr, N_STAGES: tl.constexpr, TIMER: tl.constexpr,
               SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr, TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
               S_NORM2: tl.constexpr, S_MLP_UP: tl.constexpr, S_MLP_ACT: tl.constexpr, S_MLP_DOWN: tl.constexpr,
-              T_NORM2: tl.constexpr, T_MLP_UP: tl.constexpr, T_MLP_ACT: tl.constexpr, T_MLP_DOWN: tl.constexpr):
-    """norm2, mlp_up, mlp_act, mlp_down, each but mlp_down followed by its hand-off (mlp_down is the launch's
-    last stage). SWAP: the GEMVs' products as weight tile @ activations^T (the MoE's swap_moe). Returns ok."""
+              T_NORM2: tl.constexpr, T_MLP_UP: tl.constexpr, T_MLP_ACT: tl.constexpr, T_MLP_DOWN: tl.constexpr,
+              TP: tl.constexpr = 1, peers_ptr=None, rank=0, S_MLP_DOWN_SUM: tl.constexpr = 0,
+              T_MLP_DOWN_SUM: tl.constexpr = 0, X_OUT_X: tl.constexpr = 0, XW_OUT_X: tl.constexpr = 0,
+              BX: tl.constexpr = 0):
+    """norm2, mlp_up, mlp_act, mlp_down (TP > 1: then mlp_down_sum), each but the last followed by its hand-off
+    (the last is the launch's last stage). SWAP: the GEMVs' products as weight tile @ activations^T (the MoE's
+    swap_moe). Returns ok."""
     moe_half.norm2(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S_NORM2,
                    T_NORM2, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, False)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM2, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
@@ -262,5 +299,9 @@ def dense_mlp(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xs2_ptr, gate_up_ptr, gat
                   SKIP_ARRIVE, TRACE)
     dense_half.mlp_down(mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, md_cnt_ptr, epoch, pid, ok,
                         task_count_ptr, S_MLP_DOWN, T_MLP_DOWN, R, D, DI, BN_MD, KS_MD, STAGES, SWAP, NPROG, SKIP_MASK,
-                        COUNT_TASKS)
+                        COUNT_TASKS, TP, peers_ptr, rank, X_OUT_X, XW_OUT_X)
+    if TP > 1:
+        ok = sum_stage(peers_ptr, rank, out_ptr, out_ptr, out_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
+                       task_count_ptr, X_OUT_X, XW_OUT_X, S_MLP_DOWN_SUM, T_MLP_DOWN_SUM, BX, TP, NPROG, TIMER,
+                       SKIP_MASK, COUNT_TASKS, False)
     return ok

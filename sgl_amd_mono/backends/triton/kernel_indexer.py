@@ -36,7 +36,7 @@ def scalars(d: LayerDims) -> dict:
     return {**shared_scalars(d), "k_norm_eps": d.k_norm_eps}
 
 
-@triton.jit(do_not_specialize=["launch_id"])  # one compiled kernel for every layer's launch_id
+@triton.jit(do_not_specialize=["launch_id", "rank"])  # one compiled kernel for every layer's launch_id and rank
 def indexer_layer_kernel(
     # step inputs
     hidden_ptr, residual_ptr, cos_sin_ptr, out_loc_ptr, kv_cache_ptr, stride_kv_cache, index_k_cache_ptr,
@@ -57,10 +57,11 @@ def indexer_layer_kernel(
     xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
     hist3_ptr, cnt_ptr,
     xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
-    # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts
-    sync_ptr, err_ptr, trace_ptr, task_count_ptr,
+    # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts; the TP group's
+    # peer buffers (TP > 1)
+    sync_ptr, err_ptr, trace_ptr, task_count_ptr, peers_ptr,
     # scalars
-    launch_id, bound, eps, softmax_scale, routed_scaling, k_norm_eps,
+    launch_id, bound, eps, softmax_scale, routed_scaling, k_norm_eps, rank,
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr,
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
@@ -74,7 +75,7 @@ def indexer_layer_kernel(
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr,
     STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr,
     WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr,
+    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr,
     # build options
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
@@ -88,6 +89,9 @@ def indexer_layer_kernel(
     T_NORM1: tl.constexpr, T_QKV_A: tl.constexpr, T_LATENT: tl.constexpr, T_Q_B: tl.constexpr,
     T_ABSORB: tl.constexpr, T_ATTN: tl.constexpr, T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr,
     T_NORM2: tl.constexpr, T_GATE: tl.constexpr, T_ROUTE: tl.constexpr, T_DOWN: tl.constexpr,
+    S_O_SUM: tl.constexpr, S_DOWN_SUM: tl.constexpr, T_O_SUM: tl.constexpr, T_DOWN_SUM: tl.constexpr,
+    # TP and the exchange regions' first words and slot words in the peer buffer (0 at TP 1)
+    TP: tl.constexpr, X_O_X: tl.constexpr, XW_O_X: tl.constexpr, X_OUT_X: tl.constexpr, XW_OUT_X: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG (a stage's task
     groups number their tasks on from the groups before them). Options as the shared kernel's."""
@@ -108,14 +112,16 @@ def indexer_layer_kernel(
         KS_I, BN_IQ, KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB,
         NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, N_STAGES,
         S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT, S_ATTN, S_W_UV, S_O_PROJ,
-        T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ)
+        T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0, TP, peers_ptr, rank,
+        S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
              dn_part_ptr, out_ptr, sync_ptr + C_DN_CNT, eps, routed_scaling,
              sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
              R, D, E, E_PAD, TOPK, KP, I, MAXU, BE, KS_G, BU, KS_U, DCW, DCW_P, STAGES_DN, DN_PARTS, STAGES_UP, UP_MT,
              NORM_GP, ROUTE_RC, STAGES, SWAP_MOE, NPROG, N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS,
-             S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN)
+             S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN, TP, peers_ptr, rank,
+             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX)
     launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG, N_STAGES, TRACE)
 
 

@@ -23,7 +23,7 @@ def constexprs(d: LayerDims) -> dict:
     """The kernel's geometry and tile constexprs for resolved dims (BN_*: GEMV columns a task; KS_*:
     split-K parts; BE: gate experts a task; DCW: down's output columns a task, DCW_P its power-of-two tile;
     STAGES*: pipeline depths; UP_MT: a power of two >= MoE up's tasks a program; NORM_GP: a hidden row's
-    128-groups padded to a power of two)."""
+    128-groups padded to a power of two; BX: a cross-rank sum task's words)."""
     t = d.tiles
     return dict(
         d.geometry(),
@@ -32,7 +32,7 @@ def constexprs(d: LayerDims) -> dict:
         STAGES_UP=t.stages_up, ATT_BLK=t.att_blk,
         UP_MT=pow2(cdiv(d.MAXU * (d.I // t.bu) * t.ks_u, d.n_programs)), NORM_GP=pow2(d.D // 128),
         WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, SWAP_MOE=t.swap_ab or t.swap_moe,
-        PRELOAD=t.preload,
+        PRELOAD=t.preload, BX=t.bx,
     )
 
 
@@ -41,7 +41,7 @@ def scalars(d: LayerDims) -> dict:
     return {"eps": d.eps, "softmax_scale": d.softmax_scale, "routed_scaling": d.routed_scaling}
 
 
-@triton.jit(do_not_specialize=["launch_id"])  # one compiled kernel for every layer's launch_id
+@triton.jit(do_not_specialize=["launch_id", "rank"])  # one compiled kernel for every layer's launch_id and rank
 def shared_layer_kernel(
     # step inputs
     hidden_ptr, residual_ptr, cos_sin_ptr, out_loc_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr,
@@ -57,10 +57,11 @@ def shared_layer_kernel(
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
     pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr,
     up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
-    # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts
-    sync_ptr, err_ptr, trace_ptr, task_count_ptr,
+    # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts; the TP group's
+    # peer buffers (TP > 1)
+    sync_ptr, err_ptr, trace_ptr, task_count_ptr, peers_ptr,
     # scalars
-    launch_id, bound, eps, softmax_scale, routed_scaling,
+    launch_id, bound, eps, softmax_scale, routed_scaling, rank,
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr,
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
@@ -71,7 +72,7 @@ def shared_layer_kernel(
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr,
     STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr,
     WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr,
+    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr,
     # build options
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
@@ -84,6 +85,9 @@ def shared_layer_kernel(
     T_NORM1: tl.constexpr, T_QKV_A: tl.constexpr, T_LATENT: tl.constexpr, T_Q_B: tl.constexpr,
     T_ABSORB: tl.constexpr, T_ATTN: tl.constexpr, T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr,
     T_NORM2: tl.constexpr, T_GATE: tl.constexpr, T_ROUTE: tl.constexpr, T_DOWN: tl.constexpr,
+    S_O_SUM: tl.constexpr, S_DOWN_SUM: tl.constexpr, T_O_SUM: tl.constexpr, T_DOWN_SUM: tl.constexpr,
+    # TP and the exchange regions' first words and slot words in the peer buffer (0 at TP 1)
+    TP: tl.constexpr, X_O_X: tl.constexpr, XW_O_X: tl.constexpr, X_OUT_X: tl.constexpr, XW_OUT_X: tl.constexpr,
 ):
     """grid = (NPROG,), every program resident; task t of a stage runs on program t % NPROG.
 
@@ -134,14 +138,15 @@ def shared_layer_kernel(
                        sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
                        R, D, KVL, ROPE, VH, H, KTOP, NSPLIT, ATT_BLK, WUV_SH, BN_O, KS_O, STAGES, SWAP_AB, NPROG,
                        N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, S_ATTN, S_W_UV, S_O_PROJ, T_ATTN,
-                       T_W_UV, T_O_PROJ)
+                       T_W_UV, T_O_PROJ, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
              dn_part_ptr, out_ptr, dn_cnt_ptr, eps, routed_scaling,
              sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
              R, D, E, E_PAD, TOPK, KP, I, MAXU, BE, KS_G, BU, KS_U, DCW, DCW_P, STAGES_DN, DN_PARTS, STAGES_UP, UP_MT,
              NORM_GP, ROUTE_RC, STAGES, SWAP_MOE, NPROG, N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS,
-             S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN)
+             S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN, TP, peers_ptr, rank,
+             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX)
     launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG, N_STAGES, TRACE)
 
 

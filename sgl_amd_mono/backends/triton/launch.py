@@ -11,7 +11,12 @@ CUDA-graph capturable; it returns the plan's output buffers (views reused by the
 Arguments are passed by name, derived from the table (`TritonKind.kwargs`): buffer `x` -> `x_ptr`; a strided
 weight's strides -> `stride_x_<dim>`; an input whose first dim is free (the cache's slots) -> `stride_x`; a
 last-arrival count's first word in sync -> `C_<COUNT>`; stage ids `S_<NAME>`, fixed task counts
-`T_<NAME>`, `N_STAGES`; then the kind's own constexprs and scalars.
+`T_<NAME>`, `N_STAGES`; an exchange region's first word in the peer buffer and its slot words -> `X_<NAME>`,
+`XW_<NAME>` (0 at TP 1), `TP`; then the kind's own constexprs and scalars.
+
+At TP > 1 a plan is one rank's (`rank`) and its launches push into and wait on the TP group's peer buffers
+(`common/peer.py`: `peers`, this rank's view, attached at build with `attach_peers`: a plan tells how many bytes
+its table's exchange regions take, `peer_nbytes`, before the group allocates them, all ranks or none).
 """
 
 from __future__ import annotations
@@ -48,9 +53,15 @@ class TritonKind:
     absent: tuple = ()  # kernel parameters the table has no buffer for, passed as None (read under a constexpr off)
 
     def table_constexprs(self, dims) -> dict:
-        """C_<COUNT> (a last-arrival count's first word in sync), N_STAGES, S_<NAME> (stage ids) and T_<NAME>
-        (task counts of the fixed stages), from the table."""
+        """C_<COUNT> (a last-arrival count's first word in sync), N_STAGES, S_<NAME> (stage ids), T_<NAME>
+        (task counts of the fixed stages), TP and X_<REGION> / XW_<REGION> (an exchange region's first word in the
+        peer buffer and its slot words; 0 at TP 1), from the table."""
         out = {f"C_{c.upper()}": at for c, (at, _) in self.table.sync_layout(dims).counts.items()}
+        regions = self.table.peer_layout(dims).regions
+        for x in self.table.exchanges:
+            out[f"X_{x.name.upper()}"], out[f"XW_{x.name.upper()}"] = regions.get(x.name, (0, 0))
+        if self.table.exchanges:
+            out["TP"] = int(dims.tp)
         out["N_STAGES"] = len(self.table.stages)
         for i, st in enumerate(self.table.stages):
             out[f"S_{st.name.upper()}"] = i
@@ -130,7 +141,7 @@ class LaunchPlan:
     """One kind built for one (TP shard, width, KV dtype, grid); every layer of that width launches on it."""
 
     def __init__(self, kind: TritonKind, geo, *, tp: int, width: int, kv_dtype: torch.dtype, device,
-                 options: LaunchOptions = LaunchOptions(), tiles):
+                 options: LaunchOptions = LaunchOptions(), tiles, rank: int = 0):
         bad = kind.refusals(geo, tp=tp, width=width, kv_dtype=kv_dtype)
         if bad:
             raise ValueError(f"{kind.table.name} launch refused: " + "; ".join(bad))
@@ -146,7 +157,10 @@ class LaunchPlan:
         self.num_warps = self.tiles.num_warps
         self.dims = kind.dims(geo, tp=tp, width=width, tiles=self.tiles, n_programs=self.n_programs, kv_dtype=kv_dtype,
                               options=options)
-        self.name = f"{self.table.name}[tp{tp},w{width}]"
+        if not 0 <= rank < tp:
+            raise ValueError(f"{kind.table.name} launch refused: rank {rank} is not in [0, tp {tp})")
+        self.rank = rank
+        self.name = f"{self.table.name}[tp{tp},w{width}]" + (f" rank {rank}" if tp > 1 else "")
         self.program = self.table.check(self.dims, rows=width, n_programs=self.n_programs, scratch_limit=SCRATCH_LIMIT,
                                         label=self.name)
         if options.trace and not (self.device.type == "cuda" and torch.version.hip is None):
@@ -161,12 +175,45 @@ class LaunchPlan:
                                 device=self.device, on_error=options.on_error)
         if self.sync.host_copy is not None:  # a serving build: its fault is logged from the host copy
             guard.FaultWatch.watch(self.sync.host_copy, self.describe_error)
+        self.peer_layout = self.table.peer_layout(self.dims)
+        self.peers = None  # the TP group's peer buffers (attach_peers); TP 1: none
+        # the kernel's peers_ptr until then (and at TP 1): the compiled signature is the same (an int64 tensor)
+        self._no_peers = torch.zeros(max(tp, 1), dtype=torch.int64, device=self.device)
         self.compiled = None
         self.resources: dict = {}
         self.compile_s = 0.0
         log.info("%s: scratch %.1f MiB, outputs %.2f MiB, sync %d B; grid %d", self.name, self.scratch_bytes() / 2**20,
                  sum(t.numel() * t.element_size() for t in self.out.values()) / 2**20, self.sync.nbytes(),
                  self.n_programs)
+
+    # ---- the TP group's peer buffers ----
+    @property
+    def peer_nbytes(self) -> int:
+        """Bytes of peer buffer this plan's exchange regions take a rank (0 at TP 1)."""
+        return self.peer_layout.nbytes
+
+    def attach_peers(self, peers) -> None:
+        """This rank's view of the group's peer buffers (`common/peer.PeerBuffers`), checked against the plan: its
+        rank, the group's size, at least `peer_nbytes` bytes, 8-byte aligned. Zeroes this rank's region words (a
+        word of an earlier use could carry an epoch this plan's launches reach)."""
+        bad = []
+        if peers.size != self.tp:
+            bad.append(f"the peer buffers are a group of {peers.size}, the plan is TP {self.tp}")
+        if peers.rank != self.rank:
+            bad.append(f"the peer buffers are rank {peers.rank}'s, the plan is rank {self.rank}'s")
+        if peers.nbytes < self.peer_nbytes:
+            bad.append(f"the peer buffer holds {peers.nbytes} bytes, the plan's exchange regions take "
+                       f"{self.peer_nbytes}")
+        if peers.local.data_ptr() % 8:
+            bad.append(f"the peer buffer is not 8-byte aligned (address {peers.local.data_ptr():#x})")
+        if bad:
+            raise ValueError(f"{self.name}: " + "; ".join(bad))
+        peers.local[: self.peer_nbytes].zero_()
+        self.peers = peers
+
+    def _peer_words(self) -> torch.Tensor:
+        """This rank's peer buffer as int64 words (its exchange regions)."""
+        return self.peers.local[: self.peer_nbytes].view(torch.int64)
 
     # ---- what it holds ----
     def scratch_bytes(self) -> int:
@@ -179,6 +226,8 @@ class LaunchPlan:
         args.update({f"{k}_ptr": v for k, v in self.scratch.items()})
         args.update(sync_ptr=self.sync.sync, err_ptr=self.sync.err, trace_ptr=self.sync.trace,
                     task_count_ptr=self.sync.task_count, bound=self.bound)
+        if self.table.exchanges:
+            args.update(peers_ptr=self.peers.ptrs if self.peers is not None else self._no_peers, rank=self.rank)
         args.update(self.kind.scalars(d))
         args.update(self.kind.constexprs(d))
         args.update(self.kind.table_constexprs(d))
@@ -273,6 +322,9 @@ class LaunchPlan:
         {name: tensor} (the plan's own buffers: read them before the next launch on this plan)."""
         if self.compiled is None and not self.interpret:
             raise RuntimeError(f"{self.name}: not compiled; bind a layer's weights at build before running a step")
+        if self.tp > 1 and self.peers is None:
+            raise RuntimeError(f"{self.name}: no peer buffers attached (a TP {self.tp} launch exchanges its partial "
+                               "sums through them: attach_peers at build)")
         self.kind.kernel[(self.n_programs,)](num_warps=self.num_warps, **self.tiles.compile_options(),
                                              **self.kernel_args(layer, step))
         return self.out
@@ -291,11 +343,14 @@ class LaunchPlan:
         return e.describe(self._launch_names(e), self.table.stage_names())
 
     def reset_sync(self) -> None:
-        """After a missed deadline: zero the sync and error words, and the scratch (a stage may have left a
-        partial accumulation)."""
+        """After a missed deadline: zero the sync and error words, the scratch (a stage may have left a partial
+        accumulation) and this rank's exchange words (the epochs restart, so an old word could pass for a new one:
+        every rank of the group resets together)."""
         self.sync.reset()
         for t in self.scratch.values():
             t.zero_()
+        if self.peers is not None:
+            self._peer_words().zero_()
 
     def trace_table(self) -> list:
         return self.sync.trace_table()

@@ -10,6 +10,7 @@ inside the launch is read with `.cg` loads (L2, never a stale L1 line). Rows pad
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv_part, fp8_gemv_part_from, norm_quant_row,
                                                    quant_group, quant_row, sum_parts, to_bf16, to_fp8)
@@ -105,18 +106,22 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
 def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
           S: tl.constexpr, T: tl.constexpr, D: tl.constexpr, NORM_GP: tl.constexpr, NPROG: tl.constexpr,
           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False,
-          TOKENS: tl.constexpr = False, input_ids_ptr=None, err_ptr=None, launch_id=0, V: tl.constexpr = 0):
+          TOKENS: tl.constexpr = False, input_ids_ptr=None, err_ptr=None, launch_id=0, V: tl.constexpr = 0,
+          TP: tl.constexpr = 1, emb_ptr=None):
     """Task r: res1 = hidden + residual; RMSNorm(res1) in one round over the row, kept quantized (xq1 fp8, xs1
     group scales), and with STORE_XN in bf16 too (xn1: an indexer's x). TOKENS (layer 0): res1 = row
     input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside [0, V) is clamped for the read and
-    written to the error word (the stage, the row, the id, V)."""
+    written to the error word (the stage, the row, the id, V). TOKENS at TP > 1: res1 = row r of emb (the rows
+    summed over the ranks by embed_sum)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
     for r in tl.range(pid, live_tasks(T, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
         wn = tl.load(input_norm_ptr + offs_g, mask=m_g, other=0.0).to(tl.float32)
-        if TOKENS:
+        if TOKENS and TP > 1:
+            x = tl.load(emb_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg").to(tl.float32)
+        elif TOKENS:
             tok = tl.load(input_ids_ptr + r)
             if (tok < 0) | (tok >= V):
                 report_input(err_ptr, launch_id, S, pid, r, tok, V)
@@ -131,6 +136,30 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
             norm_quant_row(x, wn, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, True)
         else:
             norm_quant_row(x, wn, xq1_ptr, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, False)
+
+
+@triton.jit
+def embed(input_ids_ptr, embed_ptr, peers_ptr, rank, err_ptr, launch_id, epoch, pid, ok, task_count_ptr,
+          S: tl.constexpr, T: tl.constexpr, D: tl.constexpr, V: tl.constexpr, BX: tl.constexpr, TP: tl.constexpr,
+          X: tl.constexpr, XW: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """TP > 1, layer 0 (SGLang's VocabParallelEmbedding): task (row r, block b) pushes columns [b BX, (b + 1) BX) of
+    token input_ids[r]'s embedding row into this rank's slot of region X (XW words: [R, D]) of every rank: the row
+    from this rank's vocab rows [rank V, (rank + 1) V) (embed_ptr: [V, D] bf16) when the token is one of them, zeros
+    otherwise, so the rank-ordered sum is the row. An id outside [0, TP V) is clamped for the read and written to the
+    error word (the stage, the row, the id, TP V)."""
+    NB: tl.constexpr = (D + BX - 1) // BX
+    for t in tl.range(pid, live_tasks(T, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
+        count_task(task_count_ptr, S, COUNT_TASKS)
+        r = t // NB
+        cols = (t % NB) * BX + tl.arange(0, BX)
+        m = cols < D
+        tok = tl.load(input_ids_ptr + r)
+        if (tok < 0) | (tok >= TP * V):
+            report_input(err_ptr, launch_id, S, pid, r, tok, TP * V)
+        local = tl.minimum(tl.maximum(tok, 0), TP * V - 1) - rank * V
+        mine = (local >= 0) & (local < V)
+        x = tl.load(embed_ptr + tl.minimum(tl.maximum(local, 0), V - 1) * D + cols, mask=m & mine, other=0.0)
+        push_slot(peers_ptr, rank, X, XW, x.to(tl.float32), r * D + cols, m, epoch, TP)
 
 
 @triton.jit
@@ -314,10 +343,13 @@ def w_uv(pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr, stride_w_vc_0, stride_w_vc_1, strid
 def o_proj(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, res1_ptr, o_part_ptr, o_ptr, residual_out_ptr, oproj_cnt_ptr,
            epoch, pid, ok, task_count_ptr, S: tl.constexpr, T: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
            HV: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-           NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+           NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, TP: tl.constexpr = 1,
+           peers_ptr=None, rank=0, X: tl.constexpr = 0, XW: tl.constexpr = 0):
     """Split-K parts of block-FP8 o_proj(v); the last part of a column tile to land (oproj_cnt, an
     epoch-tagged arrival count a column tile) sums the tile's parts in part order: o = bf16(sum) and
-    residual_out = bf16(o + res1) for those columns."""
+    residual_out = bf16(o + res1) for those columns. TP > 1: that o (this rank's partial) is pushed into this
+    rank's slot of region X (XW words: [R, D]) of every rank instead (o_sum sums the ranks' and writes o and
+    residual_out)."""
     NKB_O: tl.constexpr = (HV // 128) // KS_O
     rows = tl.arange(0, 16)
     rmask = rows < R
@@ -332,6 +364,9 @@ def o_proj(vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr, res1_ptr, o_part_ptr, o_ptr
         if last_to_land(oproj_cnt_ptr + nt, epoch, KS_O):
             offs = rows[:, None] * D + offs_n[None, :]
             o = to_bf16(sum_parts(o_part_ptr, R * D, offs, m_o, KS_O))
-            r1 = tl.load(res1_ptr + offs, mask=m_o, other=0.0, cache_modifier=".cg")
-            tl.store(o_ptr + offs, o, mask=m_o)
-            tl.store(residual_out_ptr + offs, to_bf16(o.to(tl.float32) + r1.to(tl.float32)), mask=m_o)
+            if TP == 1:
+                r1 = tl.load(res1_ptr + offs, mask=m_o, other=0.0, cache_modifier=".cg")
+                tl.store(o_ptr + offs, o, mask=m_o)
+                tl.store(residual_out_ptr + offs, to_bf16(o.to(tl.float32) + r1.to(tl.float32)), mask=m_o)
+            else:
+                push_slot(peers_ptr, rank, X, XW, o.to(tl.float32), offs, m_o, epoch, TP)

@@ -6,6 +6,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_attention import gemv_stage
+from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks
 from sgl_amd_mono.backends.triton.tile_ops import fp8_gemv_part, quant_group, sum_parts, to_bf16
 
@@ -44,9 +45,12 @@ def mlp_act(mu_part_ptr, mq_ptr, ms_ptr, pid, ok, task_count_ptr, S: tl.constexp
 def mlp_down(mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, md_cnt_ptr, epoch, pid, ok, task_count_ptr,
              S: tl.constexpr, T: tl.constexpr, R: tl.constexpr, D: tl.constexpr, DI: tl.constexpr,
              BN_MD: tl.constexpr, KS_MD: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr,
-             NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+             NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, TP: tl.constexpr = 1,
+             peers_ptr=None, rank=0, X: tl.constexpr = 0, XW: tl.constexpr = 0):
     """Task (column tile, k part): a split-K part of the block-FP8 down; the last part of a column tile to land
-    (md_cnt, an epoch-tagged arrival count a column tile) sums the tile's parts in part order: out = bf16(sum)."""
+    (md_cnt, an epoch-tagged arrival count a column tile) sums the tile's parts in part order: out = bf16(sum).
+    TP > 1: that bf16(sum) (this rank's partial) is pushed into this rank's slot of region X (XW words: [R, D]) of
+    every rank instead (mlp_down_sum sums the ranks')."""
     NKB: tl.constexpr = (DI // 128) // KS_MD
     rows = tl.arange(0, 16)
     rmask = rows < R
@@ -60,4 +64,8 @@ def mlp_down(mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, md_cnt_
         offs = rows[:, None] * D + offs_n[None, :]
         tl.store(md_part_ptr + (t % KS_MD) * (R * D) + offs, acc, mask=m_o)
         if last_to_land(md_cnt_ptr + nt, epoch, KS_MD):
-            tl.store(out_ptr + offs, to_bf16(sum_parts(md_part_ptr, R * D, offs, m_o, KS_MD)), mask=m_o)
+            v = to_bf16(sum_parts(md_part_ptr, R * D, offs, m_o, KS_MD))
+            if TP == 1:
+                tl.store(out_ptr + offs, v, mask=m_o)
+            else:
+                push_slot(peers_ptr, rank, X, XW, v.to(tl.float32), offs, m_o, epoch, TP)

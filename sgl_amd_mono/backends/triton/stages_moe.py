@@ -7,6 +7,7 @@ reproducible.
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts,
                                                    norm_quant_row, quant_group, sum_parts, to_bf16)
@@ -179,12 +180,14 @@ def act(up_part_ptr, rw_ptr, expert_ids_ptr, aq_ptr, as_ptr, expert_weights_ptr,
 def down(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, dn_part_ptr, out_ptr, dn_cnt_ptr, my_uniq, n_u, epoch, pid, ok,
          task_count_ptr, S: tl.constexpr, T: tl.constexpr, R: tl.constexpr, D: tl.constexpr, E: tl.constexpr,
          I: tl.constexpr, DCW: tl.constexpr, DCW_P: tl.constexpr, DN_PARTS: tl.constexpr, STAGES_DN: tl.constexpr,
-         SWAP_MOE: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+         SWAP_MOE: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
+         TP: tl.constexpr = 1, peers_ptr=None, rank=0, X: tl.constexpr = 0, XW: tl.constexpr = 0):
     """Task (c, p) = output columns c*DCW.., part p of the used experts (the p-th of DN_PARTS equal runs, in
     order): the sum over its experts u and their k blocks of q(act_u) @ w2[e_u]^T, one pipelined loop
     streaming every expert's slice. One part: out = bf16(sum). More: each part stores its f32 sum, and the
     last part of a column tile to land (dn_cnt, an epoch-tagged arrival count) sums the parts in part
-    order: out = bf16(sum)."""
+    order: out = bf16(sum). TP > 1: that bf16(sum) (this rank's partial) is pushed into this rank's slot of region
+    X (XW words: [R, D]) of every rank instead (down_sum sums the ranks')."""
     rows = tl.arange(0, 16)
     rmask = rows < R
     n_dn = tl.cdiv(n_u, DN_PARTS)
@@ -198,10 +201,17 @@ def down(aq_ptr, as_ptr, w2_ptr, w2_s_ptr, dn_part_ptr, out_ptr, dn_cnt_ptr, my_
                                SWAP_MOE)
         cols = c * DCW + tl.arange(0, DCW_P)
         m_dn = rmask[:, None] & (tl.arange(0, DCW_P) < DCW)[None, :] & (cols < D)[None, :]
+        offs = rows[:, None] * D + cols[None, :]
         if DN_PARTS == 1:
-            tl.store(out_ptr + rows[:, None] * D + cols[None, :], to_bf16(acc), mask=m_dn)
+            if TP == 1:
+                tl.store(out_ptr + offs, to_bf16(acc), mask=m_dn)
+            else:
+                push_slot(peers_ptr, rank, X, XW, to_bf16(acc).to(tl.float32), offs, m_dn, epoch, TP)
         else:
-            offs = rows[:, None] * D + cols[None, :]
             tl.store(dn_part_ptr + p * (R * D) + offs, acc, mask=m_dn)
             if last_to_land(dn_cnt_ptr + c, epoch, DN_PARTS):
-                tl.store(out_ptr + offs, to_bf16(sum_parts(dn_part_ptr, R * D, offs, m_dn, DN_PARTS)), mask=m_dn)
+                v = to_bf16(sum_parts(dn_part_ptr, R * D, offs, m_dn, DN_PARTS))
+                if TP == 1:
+                    tl.store(out_ptr + offs, v, mask=m_dn)
+                else:
+                    push_slot(peers_ptr, rank, X, XW, v.to(tl.float32), offs, m_dn, epoch, TP)

@@ -3,6 +3,7 @@
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, to_bf16
 
@@ -29,10 +30,12 @@ def final_norm(hidden_ptr, residual_ptr, norm_w_ptr, normed_ptr, eps, pid, ok, t
 @triton.jit
 def lm_head(normed_ptr, lm_head_ptr, logits_ptr, pid, ok, task_count_ptr, S: tl.constexpr, T: tl.constexpr,
             R: tl.constexpr, D: tl.constexpr, V: tl.constexpr, BNV: tl.constexpr, STAGES: tl.constexpr,
-            NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+            NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, TP: tl.constexpr = 1,
+            peers_ptr=None, rank=0, epoch=0, X: tl.constexpr = 0, XW: tl.constexpr = 0):
     """Task t: logits[:, t BNV .. + BNV] = f32(bf16(normed @ lm_head[rows]^T)), the whole hidden row a task (bf16
     products, f32 sums, one rounding to bf16). normed: [R, D] bf16 (R <= 16, one tile); lm_head: [V, D] bf16;
-    logits: [R, V] f32."""
+    logits: [R, V] f32. TP > 1: the tile pushed into this rank's slot of region X (XW words: [R, V]) of every rank
+    instead (`gather` places it)."""
     rows = tl.arange(0, 16)
     cols = tl.arange(0, BNV)
     for t in tl.range(pid, live_tasks(T, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
@@ -45,5 +48,9 @@ def lm_head(normed_ptr, lm_head_ptr, logits_ptr, pid, ok, task_count_ptr, S: tl.
                         cache_modifier=".cg")
             w = tl.load(lm_head_ptr + n[None, :].to(tl.int64) * D + ks[:, None], mask=(n < V)[None, :], other=0.0)
             acc += dot_bf16(x, w)
-        tl.store(logits_ptr + rows[:, None] * V + n[None, :], to_bf16(acc).to(tl.float32),
-                 mask=(rows < R)[:, None] & (n < V)[None, :])
+        m = (rows < R)[:, None] & (n < V)[None, :]
+        if TP == 1:
+            tl.store(logits_ptr + rows[:, None] * V + n[None, :], to_bf16(acc).to(tl.float32), mask=m)
+        else:
+            push_slot(peers_ptr, rank, X, XW, to_bf16(acc).to(tl.float32), rows[:, None] * V + n[None, :], m, epoch,
+                      TP)

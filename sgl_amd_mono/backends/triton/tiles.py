@@ -112,6 +112,9 @@ class Tiles:
     bn_md: int = 128
     ks_md: int = 2
     bn_v: int = 128  # the tail kind: LM-head rows a task (not yet tuned: the kind has not been timed)
+    # TP > 1: 64-bit words of each rank's slot a cross-rank sum or gather task reads (`exchange.sum_stage`); 512
+    # gives 12 tasks at 1 row of the hidden (6144) and 96 at 8 rows. Not yet tuned (no multi-GPU run).
+    bx: int = 512
     ks_i: int = 16
     bn_iq: int = 128
     ks_iq: int = 2

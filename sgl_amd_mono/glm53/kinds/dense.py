@@ -8,8 +8,10 @@ mlp_down) in place of the MoE.
           SGLang's first layer takes the embedding as its residual); SGLang's embedding is not run. A token id
           outside the vocab is clamped for the read and reported in the error word.
 
-At TP > 1 SGLang shards the embedding by vocab: the rank holding a token's row must hand it to every rank, a
-push of the cross-rank launches; until they exist the tokens kind is built at TP 1 only (`tokens_refusals`).
+At TP > 1 SGLang shards the embedding by vocab (VocabParallelEmbedding: each rank looks up the rows of its shard,
+zeros for the others, then an all-reduce). The tokens kind does the same inside the launch: `embed` pushes each
+row's block from this rank's shard, or zeros, to every rank (`emb_x`), and `embed_sum` sums the ranks' blocks in
+rank order (exactly the row: one rank's values and zeros) into `emb`, which norm1 reads.
 Lowering-neutral: the Triton kernels are `backends/triton/kernel_dense.py`.
 """
 
@@ -19,9 +21,10 @@ import dataclasses
 
 import torch
 
-from sgl_amd_mono.common.kind import Buffer, KindTable
+from sgl_amd_mono.common.kind import Buffer, Exchange, KindTable, StageDef
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds import halves, indexer
+from sgl_amd_mono.glm53.kinds.dims import cdiv
 
 B = Buffer
 
@@ -34,17 +37,29 @@ TABLE = KindTable(
     stages=(*indexer.INDEX_ATTN_STAGES, *halves.DENSE_STAGES),
     cache="kv_cache",
     in_place=("index_k_cache",),
+    exchanges=(halves.O_X, halves.OUT_X),
 )
 
 TOKEN_INPUT = B("input_ids", lambda d: (d.R,), "i64", "the step's token ids (pad rows: stale ids, any in the vocab)")
 EMBED = B("embed", lambda d: (d.V, d.D), "bf16", "model.embed_tokens.weight: this rank's vocab rows, read in place")
 
 
+EMB_X = Exchange("emb_x", lambda d: d.R * d.D, "each rank's rows of the step's tokens in its vocab shard, zeros for "
+                                                "the others (TP > 1)")
+EMB = B("emb", lambda d: (d.R, d.D), "bf16", "TP > 1: the tokens' embedding rows, summed over the ranks")
+
+
 def _tokens_stages():
-    norm1 = dataclasses.replace(TABLE.stages[0], reads=("input_ids", "embed", "input_norm"),
-                                doc="res1 = the token's embedding row; RMSNorm(res1) quantized, and in bf16")
+    norm1 = dataclasses.replace(TABLE.stages[0], reads=("input_ids", "embed", "emb", "input_norm"),
+                                doc="res1 = the token's embedding row (TP 1: read from embed; TP > 1: emb); "
+                                    "RMSNorm(res1) quantized, and in bf16")
     assert TABLE.stages[0].name == "norm1"
-    return (norm1, *TABLE.stages[1:])
+    embed = StageDef("embed", lambda d: d.R * cdiv(d.D, d.tiles.bx) if d.tp > 1 else 0, ("input_ids", "embed"),
+                     ("emb_x",), doc="TP > 1: (row, block): the row's block from this rank's vocab shard, or zeros, "
+                                     "pushed to every rank; an id outside the vocab reported")
+    embed_sum = StageDef("embed_sum", lambda d: halves.sum_tasks(d, d.R * d.D), ("emb_x",), ("emb",),
+                         doc="TP > 1: a block of the rows summed over the ranks in rank order")
+    return (embed, embed_sum, norm1, *TABLE.stages[1:])
 
 
 TOKENS_TABLE = KindTable(
@@ -52,10 +67,11 @@ TOKENS_TABLE = KindTable(
     inputs=(TOKEN_INPUT, *(b for b in TABLE.inputs if b.name not in ("hidden", "residual"))),
     weights=(EMBED, *TABLE.weights),
     outputs=TABLE.outputs,
-    scratch=TABLE.scratch,
+    scratch=(EMB, *TABLE.scratch),
     stages=_tokens_stages(),
     cache="kv_cache",
     in_place=("index_k_cache",),
+    exchanges=(EMB_X, *TABLE.exchanges),
 )
 
 
@@ -69,11 +85,7 @@ def refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) 
 
 
 def tokens_refusals(geo: Glm53Geometry, *, tp: int, width: int, kv_dtype: torch.dtype) -> list[str]:
-    bad = refusals(geo, tp=tp, width=width, kv_dtype=kv_dtype)
-    if tp > 1:
-        bad.append(f"tp {tp}: layer 0's embedding rows are sharded by vocab, and the push of a token's row to every "
-                   "rank belongs to the cross-rank launches, not yet built")
-    return bad
+    return refusals(geo, tp=tp, width=width, kv_dtype=kv_dtype)
 
 
 # ---- bounds of these kinds' launches against the oracle (`glm53/bounds.py` lists every table) ----

@@ -11,10 +11,25 @@ activations [R, K] fp8 with per-128-group scales [R, K / 128] f32.
 
 from __future__ import annotations
 
-from sgl_amd_mono.common.kind import Buffer, Count, StageDef
+from sgl_amd_mono.common.kind import Buffer, Count, Exchange, StageDef
 from sgl_amd_mono.glm53.kinds.dims import cdiv
 
 B = Buffer
+
+
+# ---------------- cross-rank sums (TP > 1) ----------------
+# At TP > 1 a stage that ends in a rank's partial (o_proj, the MoE or MLP down, layer 0's embedding rows) pushes it,
+# rounded to bf16 as SGLang rounds a rank's output before its all-reduce, into its slot of every rank's region; a
+# sum stage after it waits for every rank's words of a block and sums them in rank order in f32 (`layer.
+# sum_in_rank_order`), so every rank holds the same bits. At TP 1 the sum stages have no tasks and the partial
+# stage writes the output itself (the kernels branch on TP, so TP 1 pays nothing). A sum task covers tiles.bx words.
+def sum_tasks(d, words: int) -> int:
+    """Tasks of a cross-rank sum stage over `words` words a slot (0 at TP 1)."""
+    return cdiv(words, d.tiles.bx) if d.tp > 1 else 0
+
+
+O_X = Exchange("o_x", lambda d: d.R * d.D, "each rank's o_proj output [R, D] (bf16 values), for o_sum")
+OUT_X = Exchange("out_x", lambda d: d.R * d.D, "each rank's MoE / MLP output [R, D] (bf16 values), for the sum")
 
 # ---------------- attention half ----------------
 ATTN_INPUTS = (
@@ -90,9 +105,12 @@ ATTN_STAGES = (
              counts=(Count("wuv_cnt", lambda d: d.H * (d.VH // 128), lambda d: d.KVL // 128),),
              doc="the splits combined a latent chunk, @ w_vc; the last chunk of a v group to land sums and quantizes it"),
     StageDef("o_proj", lambda d: cdiv(d.D, d.tiles.bn_o) * d.tiles.ks_o, ("vq", "vs", "res1", "o_proj", "o_proj_s", "o_part"),
-             ("o_part", "o", "residual_out"),
+             ("o_part", "o", "residual_out", "o_x"),
              counts=(Count("oproj_cnt", lambda d: cdiv(d.D, d.tiles.bn_o), lambda d: d.tiles.ks_o),),
-             doc="split-K parts; the last part of a column tile to land writes o and residual_out"),
+             doc="split-K parts; the last part of a column tile to land writes o and residual_out (TP 1), or pushes "
+                 "bf16(o) to every rank (TP > 1)"),
+    StageDef("o_sum", lambda d: sum_tasks(d, d.R * d.D), ("o_x", "res1"), ("o", "residual_out"),
+             doc="TP > 1: a block of o summed over the ranks in rank order; residual_out = o + res1"),
 )
 
 # ---------------- MoE half ----------------
@@ -144,9 +162,12 @@ MOE_STAGES = (
              ("aq", "as", "expert_weights"), is_bound=True,
              doc="SiLU(gate) * up quantized a used expert and 128-group, scales x routing weight; then a row's weights"),
     StageDef("down", lambda d: cdiv(d.D, d.tiles.dcw) * d.tiles.dn_parts, ("aq", "as", "uniq", "w2", "w2_s", "dn_part"),
-             ("dn_part", "out"),
+             ("dn_part", "out", "out_x"),
              counts=(Count("dn_cnt", lambda d: cdiv(d.D, d.tiles.dcw), lambda d: d.tiles.dn_parts),),
-             doc="a column tile summed over a part of the used experts; the last part to land sums the parts"),
+             doc="a column tile summed over a part of the used experts; the last part to land sums the parts (into "
+                 "out at TP 1, pushed to every rank at TP > 1)"),
+    StageDef("down_sum", lambda d: sum_tasks(d, d.R * d.D), ("out_x",), ("out",),
+             doc="TP > 1: a block of out summed over the ranks in rank order"),
 )
 
 # ---------------- dense MLP half (GLM-5.3's layers 0-2: SGLang's DeepseekV2MLP, block FP8) ----------------
@@ -177,6 +198,10 @@ DENSE_STAGES = (
     StageDef("mlp_act", lambda d: d.DI // 128, ("mu_part",), ("mq", "ms"),
              doc="a 128-group of SiLU(bf16 gate) * bf16 up, rounded to bf16 and quantized"),
     StageDef("mlp_down", lambda d: cdiv(d.D, d.tiles.bn_md) * d.tiles.ks_md, ("mq", "ms", "down", "down_s", "md_part"),
-             ("md_part", "out"), counts=(Count("md_cnt", lambda d: cdiv(d.D, d.tiles.bn_md), lambda d: d.tiles.ks_md),),
-             doc="split-K parts of the block-FP8 down; the last part of a column tile to land writes out"),
+             ("md_part", "out", "out_x"),
+             counts=(Count("md_cnt", lambda d: cdiv(d.D, d.tiles.bn_md), lambda d: d.tiles.ks_md),),
+             doc="split-K parts of the block-FP8 down; the last part of a column tile to land writes out (TP 1), or "
+                 "pushes it to every rank (TP > 1)"),
+    StageDef("mlp_down_sum", lambda d: sum_tasks(d, d.R * d.D), ("out_x",), ("out",),
+             doc="TP > 1: a block of out summed over the ranks in rank order"),
 )

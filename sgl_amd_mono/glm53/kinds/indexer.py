@@ -125,7 +125,7 @@ def _stages() -> tuple[StageDef, ...]:
                  ("topk",), is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the "
                                                "row's list, as slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
-        a["w_uv"], a["o_proj"],
+        a["w_uv"], a["o_proj"], a["o_sum"],
     )
 
 
@@ -141,6 +141,7 @@ TABLE = KindTable(
     stages=(*INDEX_ATTN_STAGES, *halves.MOE_STAGES),
     cache="kv_cache",
     in_place=("index_k_cache",),
+    exchanges=(halves.O_X, halves.OUT_X),
 )
 
 

@@ -1,6 +1,6 @@
 """The "shared" kind: one GLM-5.3 MoE layer that reuses the previous layer's top-k (57 of the 78 layers).
 
-Its table is the attention half, then the MoE half (`halves.py`): 14 stages, each task of a stage
+Its table is the attention half, then the MoE half (`halves.py`): 16 stages (o_sum and down_sum only at TP > 1), each task of a stage
 reading what earlier stages wrote. `refusals` says what a build of this kind cannot serve, as plain
 facts; the weights and step are checked against the table's shapes when they are bound.
 """
@@ -22,6 +22,7 @@ TABLE = KindTable(
     scratch=(*halves.ATTN_SCRATCH, *halves.MOE_SCRATCH),
     stages=(*halves.ATTN_STAGES, *halves.MOE_STAGES),
     cache="kv_cache",
+    exchanges=(halves.O_X, halves.OUT_X),
 )
 
 ROWS_MAX = 16  # rows a task pads to (its tl.dot tiles, the router's [expert, row] scores)

@@ -7,8 +7,9 @@
            over the whole hidden row (f32 sums), rounded to bf16 and handed on in f32, as SGLang's
            `LogitsProcessor._get_logits` returns them (`test/unit/test_reference_pinned.py` pins that)
 
-At TP > 1 each rank holds its vocab shard's rows of the LM head (SGLang's ParallelLMHead) and writes its shard of
-the logits; the gather across ranks belongs to the cross-rank issue. Lowering-neutral: the Triton kernel is
+At TP > 1 each rank holds its vocab shard's rows of the LM head (SGLang's ParallelLMHead): lm_head pushes its shard
+of the logits to every rank (`logits_x`), and `gather` places every rank's shard in rank order, so each rank holds
+the whole vocab's logits [R, TP x V] (SGLang's all-gather in `_get_logits`). Lowering-neutral: the Triton kernel is
 `backends/triton/kernel_tail.py`.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from sgl_amd_mono.common.kind import Buffer, KindTable, StageDef
+from sgl_amd_mono.common.kind import Buffer, Exchange, KindTable, StageDef
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds.dims import cdiv
 
@@ -34,15 +35,19 @@ TABLE = KindTable(
     ),
     outputs=(
         B("normed", lambda d: (d.R, d.D), "bf16", "RMSNorm(hidden + residual): the step's hidden states"),
-        B("logits", lambda d: (d.R, d.V), "f32", "bf16 LM-head values in f32, this rank's vocab shard"),
+        B("logits", lambda d: (d.R, d.tp * d.V), "f32", "bf16 LM-head values in f32, every rank's vocab shard"),
     ),
     scratch=(),
     stages=(
         StageDef("norm", lambda d: d.R, ("hidden", "residual", "final_norm"), ("normed",),
                  doc="(row): the final RMSNorm of hidden + residual"),
-        StageDef("lm_head", lambda d: cdiv(d.V, d.tiles.bn_v), ("normed", "lm_head"), ("logits",),
-                 doc="(vocab tile): the bf16 LM head, rounded to bf16, in f32"),
+        StageDef("lm_head", lambda d: cdiv(d.V, d.tiles.bn_v), ("normed", "lm_head"), ("logits", "logits_x"),
+                 doc="(vocab tile): the bf16 LM head, rounded to bf16, in f32 (TP 1: into logits; TP > 1: pushed to "
+                     "every rank)"),
+        StageDef("gather", lambda d: d.tp * cdiv(d.R * d.V, d.tiles.bx) if d.tp > 1 else 0, ("logits_x",),
+                 ("logits",), doc="TP > 1: (rank, block): a block of that rank's shard, once every word of it came"),
     ),
+    exchanges=(Exchange("logits_x", lambda d: d.R * d.V, "each rank's logits shard [R, V] (bf16 values)"),),
 )
 
 

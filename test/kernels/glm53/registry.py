@@ -30,6 +30,16 @@ from sgl_amd_mono.glm53.kinds import tail as tail_kind
 FP8 = torch.float8_e4m3fn
 
 
+class RankWeights(tuple):
+    """One rank's weights at TP > 1 (indexed as its own tuple) with every rank's beside them (`ranks`), for the
+    comparisons that need the whole layer (the oracle's layer on a launch's own list, layer 0's embedding rows)."""
+
+    def __new__(cls, own, ranks):
+        t = super().__new__(cls, own)
+        t.ranks = list(ranks)
+        return t
+
+
 @dataclasses.dataclass(frozen=True)
 class KindCheck:
     name: str  # the Triton kind (`sgl_amd_mono/backends/triton/kinds.py`)
@@ -45,6 +55,9 @@ class KindCheck:
     per_op: Optional[Callable]  # (geo, tp, weights, width) -> SGLang's per-op path: .step(step, caches) -> (out, residual_out, o)
     output_controls: Optional[Callable] = None  # (geo, outs, plan, step) -> [(name, bounds, outs, scores)]
     options: Callable = lambda context: LaunchOptions()  # the build options a step of `context` keys needs
+    # (geo, [every rank's weights], step) -> (outputs, caches): the layer at TP = len(ranks), every rank's
+    # partials summed in rank order (what every rank's launch must hold); None: the kind has no TP oracle
+    oracle_ranks: Optional[Callable] = None
 
     def inputs(self, geo, *, tp, width, context, kv_dtype, seed, device, rank=0):
         """(weights, step): the layer drawn from `seed`, the step from `seed + 1`."""
@@ -138,6 +151,14 @@ def _shared_oracle(geo, weights, step):
     return outs, {"kv_cache": kv}
 
 
+def _shared_oracle_ranks(geo, ranks, step):
+    kv = step.kv_cache.clone()
+    outs = layer.layer_ranks(geo, [(aw, mw) for aw, mw in ranks], hidden=step.hidden, residual=step.residual,
+                             cos_sin=step.cos_sin, kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv,
+                             out_loc=step.out_loc, topk_slots=step.topk_slots)
+    return outs, {"kv_cache": kv}
+
+
 def _shared_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
     return _layer_compare("shared", geo, outs, caches, ref, caches_ref, step, plan, weights[1])
 
@@ -198,6 +219,19 @@ def _indexer_oracle(geo, weights, step):
     return outs, {"kv_cache": kv, "index_k_cache": ibuf}
 
 
+def _indexer_oracle_ranks(geo, ranks, step):
+    """The indexer (or dense) layer at TP = len(ranks): the replicated indexer once, then every rank's halves."""
+    kv, ibuf = step.kv_cache.clone(), step.index_k_cache.clone()
+    select = layer.indexer_select(geo, ranks[0][1], positions=step.positions, cos_sin=step.cos_sin,
+                                  index_k_cache=ibuf, out_loc=step.out_loc, page_table=step.page_table,
+                                  lengths=step.lengths)
+    outs = layer.layer_ranks(geo, [(w[0], w[2]) for w in ranks], select=select, hidden=step.hidden,
+                             residual=step.residual, cos_sin=step.cos_sin,
+                             kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv, out_loc=step.out_loc,
+                             topk_slots=None)
+    return outs, {"kv_cache": kv, "index_k_cache": ibuf}
+
+
 def _index_rows(buf, slots):
     """The index keys at slots, dequantized: [n, 128] f32 (fp8 x its scale)."""
     from sgl_amd_mono.glm53.indexer import _page_views
@@ -210,11 +244,11 @@ def _index_rows(buf, slots):
 def _layer_on_list(geo, weights, step, topk) -> dict:
     """The oracle's layer attending to a given list (the launch's own): o, residual_out and out of
     layer.shared_layer over a copy of the step's MLA cache."""
-    aw, mw = weights[0], weights[2]
     kv = step.kv_cache.clone()
-    outs = layer.shared_layer(geo, aw, mw, hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
-                              kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv, out_loc=step.out_loc,
-                              topk_slots=topk)
+    shards = [(w[0], w[2]) for w in getattr(weights, "ranks", [weights])]  # at TP > 1 every rank's halves
+    outs = layer.layer_ranks(geo, shards, hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
+                             kv_cache=kv.view(FP8) if kv.dtype == torch.uint8 else kv, out_loc=step.out_loc,
+                             topk_slots=topk)
     return {k: outs[k] for k in ("o", "residual_out", "out")}
 
 
@@ -332,9 +366,21 @@ def _tokens_oracle(geo, weights, step):
     return _indexer_oracle(geo, weights[:3], di.with_embedding_rows(step, weights[3]))
 
 
+def _embedding(weights) -> di.EmbedWeights:
+    """The whole embedding: the weights' own at TP 1, every rank's vocab rows in rank order at TP > 1."""
+    ranks = getattr(weights, "ranks", None)
+    return weights[3] if ranks is None else di.EmbedWeights(embed=torch.cat([w[3].embed for w in ranks]))
+
+
+def _tokens_oracle_ranks(geo, ranks, step):
+    """Layer 0 at TP = len(ranks): every rank's rows of the token ids' embedding (zeros for the others) summed in
+    rank order are the rows themselves, so the dense layer at TP len(ranks) on the whole embedding's rows."""
+    return _indexer_oracle_ranks(geo, ranks, di.with_embedding_rows(step, _embedding(RankWeights(ranks[0], ranks))))
+
+
 def _tokens_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
-    return _indexer_compare(geo, outs, caches, ref, caches_ref, di.with_embedding_rows(step, weights[3]), plan,
-                            weights, kind="tokens")
+    return _indexer_compare(geo, outs, caches, ref, caches_ref, di.with_embedding_rows(step, _embedding(weights)),
+                            plan, weights, kind="tokens")
 
 
 def _embed_controls(geo, weights):
@@ -382,6 +428,12 @@ def _tail_oracle(geo, weights, step):
     return {"normed": normed, "logits": torch.nn.functional.linear(normed, weights.lm_head).float()}, {}
 
 
+def _tail_oracle_ranks(geo, ranks, step):
+    """The tail at TP = len(ranks): every rank's logits shard in rank order, the tail on the whole LM head."""
+    return _tail_oracle(geo, TailWeights(final_norm=ranks[0].final_norm,
+                                         lm_head=torch.cat([w.lm_head for w in ranks])), step)
+
+
 def _tail_compare(geo, outs, caches, ref, caches_ref, step, plan, weights):
     return {"tail.normed.rel": nm.rel(outs["normed"], ref["normed"]),
             "tail.logits.rel": nm.rel(outs["logits"], ref["logits"]),
@@ -409,29 +461,29 @@ KINDS = {
         name="shared", weights=li.random_weights, step=_shared_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_shared_oracle, compare=_shared_compare, bounds=shared_kind.BOUNDS_GPU,
         interp_bounds=shared_kind.BOUNDS_INTERP, controls=_shared_controls, stages="sgl_amd_mono.glm53.kinds.oracle",
-        per_op=_shared_per_op),
+        per_op=_shared_per_op, oracle_ranks=_shared_oracle_ranks),
     "indexer": KindCheck(
         name="indexer", weights=_indexer_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_indexer_oracle, compare=_indexer_compare, bounds=indexer_kind.BOUNDS_GPU,
         interp_bounds=indexer_kind.BOUNDS_INTERP, controls=_indexer_controls, stages=None, per_op=_indexer_per_op,
-        output_controls=_indexer_output_controls,
+        output_controls=_indexer_output_controls, oracle_ranks=_indexer_oracle_ranks,
         options=lambda context: LaunchOptions(max_context=max_context(context))),
     "dense": KindCheck(
         name="dense", weights=_dense_weights, step=_indexer_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_indexer_oracle, compare=lambda *a: _indexer_compare(*a, kind="dense"), bounds=dense_kind.BOUNDS_GPU,
         interp_bounds=dense_kind.BOUNDS_INTERP, controls=lambda g, w: _indexer_controls(g, w, "dense"), stages=None,
         per_op=_dense_per_op, output_controls=lambda *a: _indexer_output_controls(*a, kind="dense"),
-        options=lambda context: LaunchOptions(max_context=max_context(context))),
+        oracle_ranks=_indexer_oracle_ranks, options=lambda context: LaunchOptions(max_context=max_context(context))),
     "tokens": KindCheck(
         name="tokens", weights=_tokens_weights, step=_tokens_step, tensors=lambda w: layer.layer_tensors(*w),
         oracle=_tokens_oracle, compare=_tokens_compare,
         bounds=dense_kind.TOKENS_BOUNDS_GPU, interp_bounds=dense_kind.TOKENS_BOUNDS_INTERP, controls=_embed_controls,
         stages=None, per_op=None, output_controls=lambda *a: _indexer_output_controls(*a, kind="tokens"),
-        options=lambda context: LaunchOptions(max_context=max_context(context))),
+        oracle_ranks=_tokens_oracle_ranks, options=lambda context: LaunchOptions(max_context=max_context(context))),
     "tail": KindCheck(
         name="tail", weights=_tail_weights, step=_tail_step, tensors=lambda w: dataclasses.asdict(w),
         oracle=_tail_oracle, compare=_tail_compare, bounds=tail_kind.BOUNDS_GPU, interp_bounds=tail_kind.BOUNDS_INTERP,
-        controls=_tail_controls, stages=None, per_op=_tail_per_op),
+        controls=_tail_controls, stages=None, per_op=_tail_per_op, oracle_ranks=_tail_oracle_ranks),
 }
 
 
