@@ -9,6 +9,8 @@ step; exactly the step's cache rows written (pad row -> slot 0); no step compile
 happened at bind). --stop-after STAGE also checks every stage up to STAGE alone: the oracle of that stage
 (`glm53/kinds/oracle.py`) run on the launch's own buffers, within `STAGE_BOUNDS_GPU`, each stage's control
 failing them. Then a planted missing arrival must end the step with the error word, not a hang.
+--tp-emulate R: the kind at TP R as R emulated ranks on this GPU instead (`check_tp.py`: ranks bitwise equal, the
+oracle at TP R, replays, write sets, a rank held back past the deadline).
 Exit status 1 on any failure.
 """
 
@@ -203,6 +205,7 @@ def main():
     p.add_argument("--no-deadline", action="store_true")
     p.add_argument("--only-deadline", action="store_true", help="only the planted missing arrival (compute-sanitizer runs)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: Tiles())")
+    p.add_argument("--tp-emulate", type=int, default=0, help="TP R as R emulated ranks on this GPU (check_tp.py)")
     args = p.parse_args()
     global TILES
     TILES = Tiles().with_spec(args.tiles)
@@ -211,6 +214,19 @@ def main():
         kinds.get(args.kind).table.stage_id(args.stop_after)  # ValueError naming the stages
     print("tiles:", TILES, flush=True)
     geo = li.glm53_geometry()
+    if args.tp_emulate:
+        import check_tp
+
+        for kv in [] if args.only_deadline else args.kv:
+            kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn
+            for ctx in args.contexts:
+                for w in args.widths:
+                    check_tp.check_config(kc, geo, args.tp_emulate, w, ctx, kvd, 100 + w, args, TILES)
+                    torch.cuda.empty_cache()
+        if not args.no_deadline:
+            check_tp.check_held(kc, geo, args.tp_emulate, TILES)
+        print(f"check_layer: {len(FAILS)} failures")
+        sys.exit(1 if FAILS else 0)
     for tp in [] if args.only_deadline else args.tp:
         for kv in args.kv:
             kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn
