@@ -1,0 +1,124 @@
+"""The auditor (SGLANG_AMD_MONO_CHECK=1) through SGLang's real binding on the tiny model, launches under Triton's
+interpreter (run as a subprocess by test_audit.py, so TRITON_INTERPRET=1 is set before triton is imported); also the
+driver `test/kernels/glm53/audit_step.py` runs on a GPU. Prints one JSON line:
+
+- "unchecked": a build without the variable (the auditor not imported, no hook) and its steps' logits and cache rows;
+- "runs": a clean check build, then a build with each planted fault (SGLANG_AMD_MONO_FAULT), each step through the
+  binding: the report's summary (violations and worst value a metric) and its file;
+- "same_as_unchecked": per step, the clean check run's logits and every layer's cache rows bitwise the unchecked
+  run's (check mode changes nothing a step computes).
+"""
+import gc
+import json
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from dsa_fixture import DsaCaches, make_step  # noqa: E402
+
+from sgl_amd_mono.glm53.config import Glm53Geometry  # noqa: E402
+
+FAULTS = ("o_proj_scale", "kv_norm", "rope_shift", "topk_swap", "down_scale", "lm_head_scale")
+
+
+def build(model, cfg, *, isa, widths, env: dict):
+    """The Triton backend built through the spec with `env` set (and removed after)."""
+    from sglang.kernels.plugin_kernels.amd.spec import BuildContext
+
+    from sgl_amd_mono.glm53.spec import make_spec
+
+    spec = make_spec(backend="triton", is_expert_fusion_required=False, on_error="drain")
+    ctx = BuildContext(isa=isa, widths=tuple(widths), deadline_s=10.0, copies={})
+    keep = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return spec.build(model, cfg, ctx), spec
+    finally:
+        for k, v in keep.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def run_steps(model, geo, built, spec, steps: dict, *, device, seed=4) -> dict:
+    """Each step through the binding on fresh caches: {name: (logits [rows, V] f32, {layer: cache bytes})}."""
+    from _triton_step_main import routed, step_key
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    out = {}
+    with routed(model, built, spec, [step_key(s) for s in steps.values()]):
+        for name, s in steps.items():
+            max_ctx = max(256, max(s["seq_lens"]) + s["tokens"] + 1)
+            caches = DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=max_ctx,
+                               seed=seed, device=device)
+            batch, backend, pos = make_step(caches, seq_lens=s["seq_lens"], tokens=s["tokens"],
+                                            input_ids=torch.tensor(s["ids"]), pad_rows=s["pad_rows"],
+                                            capture_hidden=s["capture"])
+            with forward_context(ForwardContext(attn_backend=backend)):
+                logits = model.forward(batch.input_ids.to(device), pos.to(device), batch).next_token_logits
+            built.check_error()
+            loc = batch.out_cache_loc.long()
+            rows = {i: caches.pool.get_key_buffer(i).view(-1, geo.kv_cache_dim)[loc].view(torch.uint8).clone()
+                    for i in range(geo.n_layers)}
+            rows.update({f"index{i}": caches.pool.get_index_k_with_scale_buffer(i).clone()
+                         for i in range(geo.n_layers) if geo.runs_indexer[i]})
+            out[name] = (logits.clone(), rows)
+            del caches
+    return out
+
+
+def run(model, cfg, *, steps: dict, fault_steps: dict, faults=FAULTS, device="cpu", isa="cpu", report_dir: str,
+        tag: str = "") -> dict:
+    """The unchecked build, the clean check build on `steps`, then each fault's build on `fault_steps`."""
+    geo = Glm53Geometry.from_hf(cfg)
+    widths = sorted({len(s["ids"]) for s in steps.values()})
+    lp = model.logits_processor
+    get_logits = lp._get_logits  # each build wraps it: restored so a build can be freed
+    res = {"runs": {}}
+    built, spec = build(model, cfg, isa=isa, widths=widths, env={})
+    res["unchecked"] = {"audit_imported": "sgl_amd_mono.glm53.audit" in sys.modules, "audit": repr(built.audit)}
+    plain = run_steps(model, geo, built, spec, steps, device=device)
+    lp._get_logits = get_logits
+    del built
+    for fault in (None, *faults):
+        label = fault or "clean"
+        path = os.path.join(report_dir, f"audit{tag}_{label}.jsonl")
+        if os.path.exists(path):
+            os.remove(path)
+        env = {"SGLANG_AMD_MONO_CHECK": "1", "SGLANG_AMD_MONO_FAULT": fault or "",
+               "SGLANG_AMD_MONO_CHECK_REPORT": path}
+        built, spec = build(model, cfg, isa=isa, widths=widths, env=env)
+        got = run_steps(model, geo, built, spec, steps if fault is None else fault_steps, device=device)
+        a = built.audit
+        a.close()
+        res["runs"][label] = {"report": path, "violations": a.summary.violations,
+                              "violations_by_metric": a.summary.violations_by_metric(),
+                              "metrics": a.summary.metrics, "provider": sorted(a.summary.providers),
+                              "steps": a.steps}
+        if fault is None:
+            res["same_as_unchecked"] = {
+                name: bool(torch.equal(got[name][0], plain[name][0])
+                           and all(torch.equal(got[name][1][k], plain[name][1][k]) for k in plain[name][1]))
+                for name in steps}
+        lp._get_logits = get_logits
+        del built, a, got
+        gc.collect()
+    return res
+
+
+if __name__ == "__main__":
+    # argv: REPORT_DIR [bf16|fp8]
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    from _triton_step_main import LAUNCH_TINY, STEPS
+    from tiny_glm53 import build_tiny_model, init_single_process_dist
+
+    report_dir, kv = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "bf16"
+    if kv == "fp8":
+        init_single_process_dist(kv_cache_dtype="fp8_e4m3", dsa_decode_backend="triton")
+    model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
+    dt = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
+    steps = {k: dict(s, kv=dt) for k, s in STEPS.items()}
+    faults = FAULTS if kv == "bf16" else ()
+    print(json.dumps(run(model, cfg, steps=steps, fault_steps={"decode": steps["decode"]}, faults=faults,
+                         report_dir=report_dir, tag="_" + kv)))
