@@ -73,8 +73,9 @@ class Summary:
         lines = [f"sgl-amd-mono check: {len(self.steps)} steps, {self.violations} violations; provider "
                  f"{', '.join(sorted(self.providers)) or '-'}; planted fault {', '.join(faults) or '-'}"]
         for name, m in sorted(self.metrics.items()):
-            bound = "unbounded" if m["bound"] is None else f"bound {m['bound']:.3g}"
-            lines.append(f"  {name:32s} {m['violations']:4d} of {m['checks']:4d} outside; worst {m['worst']:.4g} "
+            bound = "unbounded" if m["bound"] is None else f"bound {m['bound']:.12g}"
+            worst = f"{m['worst']:.9g}" if name.endswith(".cosine") else f"{m['worst']:.4g}"
+            lines.append(f"  {name:32s} {m['violations']:4d} of {m['checks']:4d} outside; worst {worst} "
                          f"(layer {m['layer']}, step {m['step']}, row {m['row']}); {bound}")
         return "\n".join(lines)
 
@@ -104,13 +105,15 @@ def summarize(records: Iterable[dict]) -> Summary:
 
 def plot(records: Sequence[dict], path: str) -> None:
     """A PNG at path: a panel per <output>.<metric> (kinds together), the worst value a layer and step mode over the
-    records, its bound a dashed line (a bound a layer: each kind's own)."""
+    records, its bound dashed (a bound a layer: each kind's own); a cosine drawn as 1 - cosine, every panel on a
+    symmetric log scale from 0."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels: dict[str, dict] = {}
+    tail = None
     for r in records:
         metric = r["metric"].split(".", 1)[1]
         p = panels.setdefault(metric, {"lines": {}, "bounds": {}})
@@ -119,22 +122,28 @@ def plot(records: Sequence[dict], path: str) -> None:
             line[r["layer"]] = r["value"]
         if r["bound"] is not None:
             p["bounds"][r["layer"]] = r["bound"]
+        if r["kind"] == "tail":
+            tail = r["layer"]
     if not panels:
         raise ValueError("no records to plot")
+    layers = sorted({r["layer"] for r in records})
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows), squeeze=False)
     for ax, (metric, p) in zip(axes.flat, sorted(panels.items())):
+        is_cos = metric.endswith("cosine")
+        y = (lambda v: 1.0 - v) if is_cos else (lambda v: v)  # noqa: E731
         for mode, line in sorted(p["lines"].items()):
             xs = sorted(line)
-            ax.plot(xs, [line[x] for x in xs], marker="o", label=mode)
+            ax.plot(xs, [y(line[x]) for x in xs], marker="o", label=mode)
         if p["bounds"]:
             xs = sorted(p["bounds"])
-            ax.plot(xs, [p["bounds"][x] for x in xs], "k--", drawstyle="steps-mid", label="bound")
-        if not metric.endswith("cosine"):
-            ax.set_yscale("symlog", linthresh=1e-6)
-        ax.set_title(metric)
-        ax.set_xlabel("layer (the tail last)")
+            ax.plot(xs, [y(p["bounds"][x]) for x in xs], "k--", drawstyle="steps-mid", label="bound")
+        ax.set_yscale("symlog", linthresh=1e-13 if is_cos else 1e-6)
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(layers, [("tail" if x == tail else str(x)) for x in layers])
+        ax.set_title(f"{metric[:-len('.cosine')]}: 1 - cosine" if is_cos else metric)
+        ax.set_xlabel("layer")
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
