@@ -147,6 +147,7 @@ class StepAudit:
     slots: torch.Tensor  # [n] int64: every slot a row writes (the dummy slot too): saved and put back
     live_slots: torch.Tensor  # [live] int64: the live rows' slots, compared
     own: list  # each row's own draft-chain slots (none for a pad row)
+    kv_cache: str  # the MLA cache's dtype
     cos_sin_next: Optional[torch.Tensor]  # [R, rope] f32: the next position's rows (rope_shift only)
 
 
@@ -242,7 +243,8 @@ class Auditor:
             pos = (f.positions + 1).clamp(max=self.cos_sin_cache.shape[0] - 1)
             nxt = self.cos_sin_cache.index_select(0, pos).float().contiguous()
         c = StepAudit(number=self.steps, f=f, live_rows=live, slots=torch.unique(f.out_loc),
-                      live_slots=f.out_loc[live], own=own, cos_sin_next=nxt)
+                      live_slots=f.out_loc[live], own=own, cos_sin_next=nxt,
+                      kv_cache=str(f.pool.get_key_buffer(0).dtype).replace("torch.", ""))
         self.steps += 1
         return functools.partial(self._launch, c)
 
@@ -305,7 +307,7 @@ class Auditor:
             ok = None if bound is None else nm.passes(name, value, bound)
             r = {"step": c.number, "mode": c.f.mode, "rows": int(c.f.out_loc.shape[0]), "layer": i, "kind": kind,
                  "metric": name, "value": value, "row": rows[at], "bound": bound, "pass": ok,
-                 "provider": self.provider.name, "table": self.table, "fault": self.fault}
+                 "provider": self.provider.name, "table": self.table, "kv_cache": c.kv_cache, "fault": self.fault}
             self._file.write(json.dumps(r) + "\n")
             self.summary.add(r)
             if ok is False:

@@ -87,6 +87,7 @@ class TritonKernelsProvider:
     def __init__(self, geo: Glm53Geometry, weights: ModelWeights, lm_head: torch.Tensor):
         self.geo, self.w, self.lm_head = geo, weights, lm_head
         self._ops: dict = {}
+        self._is_logged = False
 
     def _op(self, i: int, kind: str, width: int):
         from sgl_amd_mono.glm53 import per_op
@@ -94,12 +95,21 @@ class TritonKernelsProvider:
         key = (i, width)
         if key not in self._ops:
             lw = self.w.layers[i]
+            aw = lw.attn
+            if aw.w_kc.dtype != torch.bfloat16:  # per_op's bmm is CUDA's bf16 one: an fp8 W_UK / W_UV as SGLang's
+                from sgl_amd_mono.glm53.runner_triton import _bf16_absorb  # CPU forward dequantizes them
+
+                aw = dataclasses.replace(aw, w_kc=_bf16_absorb(aw.w_kc, aw.w_scale),
+                                         w_vc=_bf16_absorb(aw.w_vc, aw.w_scale), w_scale=None)
             if kind == "shared":
-                self._ops[key] = per_op.SharedPerOp(self.geo, 1, lw.attn, lw.ffn, width)
+                self._ops[key] = per_op.SharedPerOp(self.geo, 1, aw, lw.ffn, width)
             elif kind in ("tokens", "dense"):
-                self._ops[key] = per_op.DensePerOp(self.geo, 1, lw.attn, lw.indexer, lw.ffn, width)
+                self._ops[key] = per_op.DensePerOp(self.geo, 1, aw, lw.indexer, lw.ffn, width)
             else:
-                self._ops[key] = per_op.IndexerPerOp(self.geo, 1, lw.attn, lw.indexer, lw.ffn, width)
+                self._ops[key] = per_op.IndexerPerOp(self.geo, 1, aw, lw.indexer, lw.ffn, width)
+            if kind != "shared" and not self._is_logged:
+                logger.info("sgl-amd-mono check: %s: index scores and top-k by %s", self.name, self._ops[key].which)
+                self._is_logged = True
         return self._ops[key]
 
     def layer(self, i: int, kind: str, x: LayerInputs) -> dict[str, torch.Tensor]:

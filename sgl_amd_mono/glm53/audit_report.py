@@ -14,6 +14,7 @@ The file holds one JSON object a line, one a (step, layer, metric):
   pass      bool   the value within the bound (null where unbounded)
   provider  str    SGLang's path it was compared with (`audit_provider.py`: "cpu-modules", "sglang-triton-kernels")
   table     str    the bound table: "interpreter" (`bounds.AUDIT_BOUNDS_INTERP`) or "gpu" (`SPEC.numerics`)
+  kv_cache  str    the MLA cache's dtype: "bfloat16" or "float8_e4m3fn"
   fault     str    the planted fault of this build (`audit.FAULTS`), null in a clean run
 
 The summary (logged at shutdown, printed by check-report): each metric's checks, violations, its worst value with
@@ -29,7 +30,7 @@ import os
 from typing import Iterable, Iterator, Optional, Sequence
 
 FIELDS = ("step", "mode", "rows", "layer", "kind", "metric", "value", "row", "bound", "pass", "provider", "table",
-          "fault")
+          "kv_cache", "fault")
 
 
 def is_worse(metric: str, value: float, than: Optional[float]) -> bool:

@@ -84,6 +84,7 @@ def run(model, cfg, *, steps: dict, fault_steps: dict, faults=FAULTS, device="cp
         plain = run_steps(model, geo, built, spec, steps, device=device)
         lp._get_logits = get_logits
         del built
+        gc.collect()
     for fault in (None, *faults):
         label = fault or "clean"
         path = os.path.join(report_dir, f"audit{tag}_{label}.jsonl")
@@ -107,16 +108,88 @@ def run(model, cfg, *, steps: dict, fault_steps: dict, faults=FAULTS, device="cp
         lp._get_logits = get_logits
         del built, a, got
         gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # each build's launch buffers and copies freed before the next
     return res
 
 
+def provider_check(model, cfg, s: dict) -> dict:
+    """sglang-triton-kernels (`per_op.py`) against cpu-modules layer by layer on the tiny model (both on the same
+    inputs: cpu-modules' previous outputs), on CPU with stand-ins where SGLang's kernels need a GPU: its block-FP8
+    GEMM and act_quant (which rounds fp8 otherwise under the interpreter) by the reference's, its sparse MLA decode
+    (no result at the tiny 192-value rows under the interpreter) by the reference's; its fused-MoE Triton kernel
+    runs. {layer: {output: value}}."""
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    from sgl_amd_mono.backends import reference as ref
+    from sgl_amd_mono.common import numerics as nm
+    from sgl_amd_mono.glm53.audit import _index_values, _rows
+    from sgl_amd_mono.glm53.audit_provider import LayerInputs, ModulesProvider, TritonKernelsProvider
+    from sgl_amd_mono.glm53.runner_triton import layer_kinds
+    from sgl_amd_mono.glm53.step import kv_view, read_step
+    from sgl_amd_mono.glm53.weights import bind_model
+
+    geo = Glm53Geometry.from_hf(cfg)
+    weights = bind_model(model, geo)
+    mods = ModulesProvider(geo, weights, model.lm_head.weight)
+    kern = TritonKernelsProvider(geo, weights, model.lm_head.weight)
+
+    def mla(qn, qpe, kv3, idx, scale, dv):  # per_op's call: kv [slots, 1, D], idx [R, 1, K] -> [1, R, H, dv]
+        return ref.sparse_mla_decode(torch.cat((qn, qpe), -1), kv3.view(kv3.shape[0], -1),
+                                     idx.view(idx.shape[0], -1), scale=scale, v_dim=dv)[None]
+
+    rows = len(s["ids"])
+    kinds = layer_kinds(geo)
+    for i, kind in enumerate(kinds):
+        op = kern._op(i, kind, rows)
+        op.linear = ref.linear
+        op.quant = lambda t, block, fmt: ref.act_quant_ue8m0(t) if fmt else ref.group_quant_fp8(t)
+        op.mla = mla
+    caches = [DsaCaches(geo, kv_dtype=s["kv"], bs=len(s["seq_lens"]) + s["pad_rows"], max_ctx=256, seed=4)
+              for _ in range(2)]
+    fields = []
+    for c in caches:
+        batch, backend, pos = make_step(c, seq_lens=s["seq_lens"], tokens=s["tokens"], input_ids=torch.tensor(s["ids"]),
+                                        pad_rows=s["pad_rows"])
+        with forward_context(ForwardContext(attn_backend=backend)):
+            fields.append(read_step(batch, pos, tokens=s["tokens"]))
+    cos_sin = weights.layers[0].cos_sin_cache[fields[0].positions].float()
+    hidden = residual = topk = None
+    out = {}
+    live = fields[0].out_loc[fields[0].out_loc != 0]
+    for i, kind in enumerate(kinds):
+        got = []
+        for provider, f in ((mods, fields[0]), (kern, fields[1])):
+            x = LayerInputs(input_ids=batch.input_ids, hidden=hidden, residual=residual, cos_sin=cos_sin,
+                            positions=f.positions, kv_cache=kv_view(f.pool, i, geo.kv_cache_dim),
+                            index_k_cache=None if kind == "shared" else f.pool.get_index_k_with_scale_buffer(i),
+                            out_loc=f.out_loc, page_table=f.page_table, lengths=f.lengths, topk_slots=topk)
+            d = provider.layer(i, kind, x)
+            got.append((d, _rows(x.kv_cache, x.index_k_cache, live, geo.index_dim)))
+        (m, mr), (k, kr) = got
+        v = {"o": nm.rel(k["o"], m["o"]), "out": nm.rel(k["out"], m["out"]),
+             "kv": nm.max_abs(kr["kv"].float(), mr["kv"].float())}
+        if kind != "shared":
+            v["index_k"] = nm.max_abs(_index_values(kr), _index_values(mr))
+            v["topk_missed"] = nm.missed(k["topk"], m["topk"])
+        out[f"{i} {kind}"] = v
+        hidden, residual, topk = m["out"], m["residual_out"], m.get("topk", topk)
+    t_m, t_k = (p.tail(hidden=hidden, residual=residual) for p in (mods, kern))
+    out["tail"] = {"logits": nm.rel(t_k["logits"], t_m["logits"]), "normed": nm.rel(t_k["normed"], t_m["normed"])}
+    return out
+
+
 if __name__ == "__main__":
-    # argv: REPORT_DIR [bf16|fp8]
+    # argv: REPORT_DIR [bf16|fp8|provider]
     assert os.environ.get("TRITON_INTERPRET") == "1"
     from _triton_step_main import LAUNCH_TINY, STEPS
     from tiny_glm53 import build_tiny_model, init_single_process_dist
 
     report_dir, kv = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "bf16"
+    if kv == "provider":
+        model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
+        print(json.dumps({"provider": provider_check(model, cfg, dict(STEPS["decode"], kv=torch.bfloat16))}))
+        sys.exit(0)
     if kv == "fp8":
         init_single_process_dist(kv_cache_dtype="fp8_e4m3", dsa_decode_backend="triton")
     model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
