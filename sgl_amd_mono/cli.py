@@ -151,14 +151,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def check_report_main(args: argparse.Namespace) -> int:
-    from sgl_amd_mono.glm53.audit_report import check_report
+    from sgl_amd_mono.glm53.audit_report import check_report, plot
 
     try:
-        summary, png = check_report(args.file, plot_path=args.plot)
+        summary, records, png = check_report(args.file, plot_path=args.plot)
     except (ValueError, OSError) as e:
         print(f"sgl-amd-mono check-report: {e}", file=sys.stderr)
         return 2
     print(summary.format())
+    try:
+        plot(records, png)
+    except ImportError as e:  # matplotlib is the plot's alone: a GPU host may lack it
+        print(f"sgl-amd-mono check-report: no plot ({e}): run check-report where matplotlib is installed",
+              file=sys.stderr)
+        return 2
     print(f"plot: {png}")
     return 1 if args.exit_code and summary.violations else 0
 

@@ -153,10 +153,8 @@ def plot(records: Sequence[dict], path: str) -> None:
     plt.close(fig)
 
 
-def check_report(path: str, *, plot_path: Optional[str] = None) -> tuple[Summary, str]:
-    """`sgl-amd-mono check-report FILE`: (the file's summary, the plot written: plot_path, or FILE's name with
-    .png)."""
+def check_report(path: str, *, plot_path: Optional[str] = None) -> tuple[Summary, list, str]:
+    """`sgl-amd-mono check-report FILE`'s reading: (the file's summary, its records, the plot's path: plot_path, or
+    FILE's name with .png)."""
     records = list(read(path))
-    out = plot_path or os.path.splitext(path)[0] + ".png"
-    plot(records, out)
-    return summarize(records), out
+    return summarize(records), records, plot_path or os.path.splitext(path)[0] + ".png"

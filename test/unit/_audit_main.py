@@ -6,7 +6,9 @@ driver `test/kernels/glm53/audit_step.py` runs on a GPU. Prints one JSON line:
 - "runs": a clean check build, then a build with each planted fault (SGLANG_AMD_MONO_FAULT), each step through the
   binding: the report's summary (violations and worst value a metric) and its file;
 - "same_as_unchecked": per step, the clean check run's logits and every layer's cache rows bitwise the unchecked
-  run's (check mode changes nothing a step computes).
+  run's (check mode changes nothing a step computes);
+- "provider" (the fp8 process): `provider_check`, the GPU provider's plumbing against cpu-modules.
+argv: REPORT_DIR bf16 (the unchecked run, the clean run, every fault) or fp8 (the clean run, the provider check).
 """
 import gc
 import json
@@ -180,22 +182,20 @@ def provider_check(model, cfg, s: dict) -> dict:
 
 
 if __name__ == "__main__":
-    # argv: REPORT_DIR [bf16|fp8|provider]
+    # argv: REPORT_DIR [bf16|fp8]
     assert os.environ.get("TRITON_INTERPRET") == "1"
     from _triton_step_main import LAUNCH_TINY, STEPS
     from tiny_glm53 import build_tiny_model, init_single_process_dist
 
     report_dir, kv = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "bf16"
-    if kv == "provider":
-        model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
-        print(json.dumps({"provider": provider_check(model, cfg, dict(STEPS["decode"], kv=torch.bfloat16))}))
-        sys.exit(0)
     if kv == "fp8":
         init_single_process_dist(kv_cache_dtype="fp8_e4m3", dsa_decode_backend="triton")
     model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY)
     dt = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     steps = {k: dict(s, kv=dt) for k, s in STEPS.items()}
-    is_bf16 = kv == "bf16"  # bf16: the unchecked run and every fault too; fp8: the clean check run
-    print(json.dumps(run(model, cfg, steps=steps, fault_steps={"decode": steps["decode"]},
-                         faults=FAULTS if is_bf16 else (), report_dir=report_dir, tag="_" + kv,
-                         is_unchecked_run=is_bf16)))
+    is_bf16 = kv == "bf16"  # bf16: the unchecked run and every fault too; fp8: the clean check run, then the
+    res = run(model, cfg, steps=steps, fault_steps={"decode": steps["decode"]},  # kernels provider's check
+              faults=FAULTS if is_bf16 else (), report_dir=report_dir, tag="_" + kv, is_unchecked_run=is_bf16)
+    if not is_bf16:
+        res["provider"] = provider_check(model, cfg, dict(STEPS["decode"], kv=torch.bfloat16))
+    print(json.dumps(res))
