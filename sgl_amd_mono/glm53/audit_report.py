@@ -19,7 +19,7 @@ The file holds one JSON object a line, one a (step, layer, metric):
 
 The summary (logged at shutdown, printed by check-report): each metric's checks, violations, its worst value with
 its layer, step and row, and its bound. The plot: a panel per <output>.<metric>, the worst value a layer over the
-file's steps, a line per step mode, the bound as a dashed line.
+file's steps, a line per step mode (and KV dtype, where the file holds several), the bound as a dashed line.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Summary:
         self.metrics: dict[str, dict] = {}
         self.providers: set[str] = set()
         self.faults: set[Optional[str]] = set()
-        self.steps: set[tuple[int, str]] = set()
+        self.steps: set[tuple] = set()  # (step, mode, KV dtype, fault): files of several runs merged stay apart
 
     def add(self, r: dict) -> None:
         m = self.metrics.setdefault(r["metric"], {"checks": 0, "violations": 0, "worst": None, "layer": None,
@@ -60,7 +60,7 @@ class Summary:
             m.update(worst=r["value"], layer=r["layer"], step=r["step"], row=r["row"], bound=r["bound"])
         self.providers.add(r["provider"])
         self.faults.add(r["fault"])
-        self.steps.add((r["step"], r["mode"]))
+        self.steps.add((r["step"], r["mode"], r["kv_cache"], r["fault"]))
 
     @property
     def violations(self) -> int:
@@ -106,8 +106,8 @@ def summarize(records: Iterable[dict]) -> Summary:
 
 def plot(records: Sequence[dict], path: str) -> None:
     """A PNG at path: a panel per <output>.<metric> (kinds together), the worst value a layer and step mode over the
-    records, its bound dashed (a bound a layer: each kind's own); a cosine drawn as 1 - cosine, every panel on a
-    symmetric log scale from 0."""
+    records (with its KV dtype where the records hold several), its bound dashed (a bound a layer: each kind's own); a
+    cosine drawn as 1 - cosine, every panel on a symmetric log scale from 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -115,10 +115,11 @@ def plot(records: Sequence[dict], path: str) -> None:
 
     panels: dict[str, dict] = {}
     tail = None
+    is_kv_named = len({r["kv_cache"] for r in records}) > 1  # a line a mode, and a KV dtype where several are here
     for r in records:
         metric = r["metric"].split(".", 1)[1]
         p = panels.setdefault(metric, {"lines": {}, "bounds": {}})
-        line = p["lines"].setdefault(r["mode"], {})
+        line = p["lines"].setdefault(f"{r['mode']} {r['kv_cache']}" if is_kv_named else r["mode"], {})
         if is_worse(r["metric"], r["value"], line.get(r["layer"])):
             line[r["layer"]] = r["value"]
         if r["bound"] is not None:
