@@ -169,3 +169,24 @@ def test_an_unknown_fault_is_named(monkeypatch):
     monkeypatch.setenv(audit.ENV_FAULT, "o_proj")
     with pytest.raises(ValueError, match="SGLANG_AMD_MONO_FAULT='o_proj' is not one of"):
         audit.read_fault()
+
+
+def test_h200_driver_judges_a_run(runs):
+    """`audit_step.judge` (the H200 script's verdict) on this CPU run: no failure, and a note for every metric each
+    fault owns; a planted clean violation and a fault none of whose bounds failed are each named."""
+    import copy
+
+    sys.path.insert(0, os.path.join(HERE, "..", "kernels", "glm53"))
+    from audit_step import judge
+
+    res = runs["bf16"]
+    bad, notes = judge(res)
+    owned = [n for f, r in res["runs"].items() if f != "clean" for n in r["metrics"]
+             if audit.FAULT_OF[n.split(".", 1)[1]] == f]
+    assert bad == [] and len(notes) == len(owned) and all(" -> " in n for n in notes)
+    planted = copy.deepcopy(res)
+    planted["runs"]["clean"]["violations_by_metric"] = {"dense.o.rel": 1}
+    planted["runs"]["down_scale"]["violations_by_metric"] = {}
+    planted["same_as_unchecked"]["verify"] = False
+    bad, _ = judge(planted)
+    assert len(bad) == 3 and "clean: dense.o.rel" in bad[1] and "fault down_scale" in bad[2], bad
