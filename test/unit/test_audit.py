@@ -190,3 +190,17 @@ def test_h200_driver_judges_a_run(runs):
     planted["same_as_unchecked"]["verify"] = False
     bad, _ = judge(planted)
     assert len(bad) == 3 and "clean: dense.o.rel" in bad[1] and "fault down_scale" in bad[2], bad
+
+
+def test_a_captured_step_is_refused_with_the_fix(monkeypatch, tmp_path):
+    """Check mode reads values on the host: a routed step under CUDA-graph capture raises, naming the flag."""
+    import types
+
+    a = audit.Auditor(geo=None, provider=types.SimpleNamespace(name="cpu-modules"), bounds={}, table="interpreter",
+                      fault=None, path=str(tmp_path / "r.jsonl"), cos_sin_cache=torch.zeros(4, 2))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="--disable-cuda-graph"):
+        a.launcher(None)
+    a.close()
+    assert a.summary.violations == 0 and (tmp_path / "r.jsonl").read_text() == ""
