@@ -1,10 +1,12 @@
 """`sgl-amd-mono explain`: before any weight loads, would --enable-amd-monokernel serve this GLM-5.3 setup?
+`sgl-amd-mono check-report FILE`: the summary and plot of an SGLANG_AMD_MONO_CHECK=1 report (`glm53/audit_report.py`).
 
 It asks SGLang's own startup check (`monokernel_disable_reasons`, through `find_spec` and the registered
 spec) with a real ServerArgs and ModelConfig built from the given model config, then says which step keys
 and widths the launches would take, and whether the launches serve this ISA and TP size by default
 (`glm53/served.py`: only where they have run; SGLANG_AMD_MONO_UNVERIFIED=1 otherwise).
-Exit status: 0 served, 1 refused, 2 bad command-line input.
+Exit status: 0 once answered (with --exit-code: 0 served, 1 refused), 2 bad command-line input; check-report: 0
+once summarized (with --exit-code: 1 where a value is outside its bound), 2 an unreadable report.
 """
 
 from __future__ import annotations
@@ -141,7 +143,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON", help="any other ServerArgs field")
     p.add_argument("--exit-code", action="store_true",
                    help="exit 1 when the setup is refused (default: 0 whenever an answer is printed)")
+    c = sub.add_parser("check-report", help="the summary and plot of an SGLANG_AMD_MONO_CHECK=1 report (JSON lines)")
+    c.add_argument("file", help="the report (SGLANG_AMD_MONO_CHECK_REPORT)")
+    c.add_argument("--plot", default=None, help="the PNG to write (default: the report's name with .png)")
+    c.add_argument("--exit-code", action="store_true", help="exit 1 when a value is outside its bound")
     return parser
+
+
+def check_report_main(args: argparse.Namespace) -> int:
+    from sgl_amd_mono.glm53.audit_report import check_report, plot
+
+    try:
+        summary, records, png = check_report(args.file, plot_path=args.plot)
+    except (ValueError, OSError) as e:
+        print(f"sgl-amd-mono check-report: {e}", file=sys.stderr)
+        return 2
+    print(summary.format())
+    try:
+        plot(records, png)
+    except ImportError as e:  # matplotlib is the plot's alone: a GPU host may lack it
+        print(f"sgl-amd-mono check-report: no plot ({e}): run check-report where matplotlib is installed",
+              file=sys.stderr)
+        return 2
+    print(f"plot: {png}")
+    return 1 if args.exit_code and summary.violations else 0
 
 
 def _format_keys(keys: list) -> str:
@@ -156,6 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     warnings.filterwarnings("ignore", message=_FOREIGN_WARNINGS, category=UserWarning)
     parser = _parser()
     args = parser.parse_args(argv)  # exits 2 on a bad flag
+    if args.command == "check-report":
+        return check_report_main(args)
     try:
         if args.tp < 1 or args.page_size < 1:
             raise BadInput(f"--tp {args.tp} and --page-size {args.page_size} must be positive")

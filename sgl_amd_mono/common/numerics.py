@@ -45,6 +45,31 @@ def missed(a: torch.Tensor, b: torch.Tensor) -> float:
 METRICS = {"max_abs": max_abs, "rel": rel, "max_rel": max_rel, "cosine": cosine, "missed": missed}
 
 
+def by_row(metric: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """max_abs, rel or cosine of each row of a against b's ([R, ...] -> [R] f64): row r's value is the whole-tensor
+    metric of a[r] against b[r]."""
+    if metric == "max_abs":  # in f32, as max_abs
+        d = (a.float() - b.float()).flatten(1).abs()
+        return d.amax(dim=1).double() if d.shape[1] else torch.zeros(d.shape[0], dtype=torch.float64)
+    a, b = a.double().flatten(1), b.double().flatten(1)
+    if metric == "rel":
+        return (a - b).norm(dim=1) / b.norm(dim=1).clamp(min=1e-30)
+    if metric == "cosine":
+        return torch.nn.functional.cosine_similarity(a, b, dim=1)
+    raise ValueError(f"by_row: metric {metric!r} is not one of ['cosine', 'max_abs', 'rel']")
+
+
+def worst(name: str, values: torch.Tensor) -> tuple[float, int]:
+    """(the worst of per-row values of bound `name`, its row): the least for a cosine, else the greatest (NaN
+    first: it never passes)."""
+    v = values.double()
+    nan = torch.isnan(v)
+    if bool(nan.any()):
+        return float("nan"), int(nan.nonzero()[0])
+    row = int(v.argmin() if name.endswith(".cosine") else v.argmax())
+    return float(v[row]), row
+
+
 def measure(name: str, a: torch.Tensor, b: torch.Tensor) -> float:
     """The metric named by the last part of `name` (e.g. "shared.out.rel")."""
     metric = name.rsplit(".", 1)[-1]

@@ -14,6 +14,9 @@ then SGLang's logits processor on the tail's normed rows with its `_get_logits` 
 (bound at build, active only inside a routed step): pruning, logprobs and sampling stay SGLang's, and SGLang's
 LM head does not run again. TP 1 only: at TP > 1 the partial sums need the cross-rank launches.
 
+With SGLANG_AMD_MONO_CHECK=1 build attaches the auditor (`audit.py`): routed steps run eagerly and each launch goes
+through it; unset, it is never imported and each launch is called directly.
+
 Pad rows come as SGLang makes them (stale input_ids, out_cache_loc 0, sequence length 1): the launches run them as
 rows of one key at slot 0 (the dummy slot every pad row writes), so nothing marks them; their logits are SGLang's
 to drop. A row longer than the page table the launches were built for is reported by the launch (error word).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from typing import Any, Optional
 
@@ -111,6 +115,10 @@ class StepBuffers:
                 "lengths": self.lengths, "page_table": self.page_table, "rows_per_req": self.rows_per_req}
 
 
+def _launch(plan: Any, layer: Any, step: dict) -> dict:
+    return plan.run(layer, step)
+
+
 class TritonMonokernels:
     """Whole DECODE / TARGET_VERIFY steps of one GLM-5.3 model as launches (TP 1)."""
 
@@ -119,6 +127,7 @@ class TritonMonokernels:
         self.model, self.geo, self.plans, self.bound = model, geo, plans, bound
         self.kinds_of, self.buffers, self.cos_sin_cache = kinds_of, buffers, cos_sin_cache
         self.widths = tuple(sorted(buffers))
+        self.audit = None  # SGLANG_AMD_MONO_CHECK=1: glm53/audit.py's Auditor (build_triton attaches it)
         # SGLang's own forward: build runs before the binding installs its wrapper, so this is the model's own
         self._sglang_forward = model.forward
         self._logits: Optional[torch.Tensor] = None
@@ -157,14 +166,15 @@ class TritonMonokernels:
         buf, plans, bound = self.buffers[width], self.plans[width], self.bound[width]
         buf.fill(f, input_ids, self.cos_sin_cache)
         tables, hidden, residual, topk = buf.tables(), None, None, None
+        launch = _launch if self.audit is None else self.audit.launcher(f)  # the hook: each launch audited
         for i, kind in enumerate(self.kinds_of):
             step = {**tables, "kv_cache": kv_view(f.pool, i, self.geo.kv_cache_dim), "hidden": hidden,
                     "residual": residual, "topk_slots": topk}
             if kind != "shared":
                 step["index_k_cache"] = f.pool.get_index_k_with_scale_buffer(i)
-            out = plans[kind].run(bound[i], step)
+            out = launch(plans[kind], bound[i], step)
             hidden, residual, topk = out["out"], out["residual_out"], out.get("topk", topk)
-        tail = plans["tail"].run(bound["tail"], {"hidden": hidden, "residual": residual})
+        tail = launch(plans["tail"], bound["tail"], {"hidden": hidden, "residual": residual})
         m = self.model
         with self._answering(tail["logits"]):
             return m.logits_processor(input_ids, tail["normed"], m.lm_head, forward_batch)
@@ -220,8 +230,13 @@ def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any
                     n + 1, len(built_widths), w, len(kinds_of) + 1, time.perf_counter() - t0,
                     time.perf_counter() - t_all)
     logger.info("sgl-amd-mono triton GLM-5.3: launch copies %.2f MiB (bf16 W_UK / W_UV of fp8 ones)", copied / 2**20)
-    return TritonMonokernels(model=model, geo=geo, plans=plans, bound=bound, kinds_of=kinds_of, buffers=buffers,
-                             cos_sin_cache=weights.layers[0].cos_sin_cache)
+    built = TritonMonokernels(model=model, geo=geo, plans=plans, bound=bound, kinds_of=kinds_of, buffers=buffers,
+                              cos_sin_cache=weights.layers[0].cos_sin_cache)
+    if os.environ.get("SGLANG_AMD_MONO_CHECK") == "1":  # the auditor, imported only when asked for
+        from sgl_amd_mono.glm53.audit import attach
+
+        attach(built, weights=weights, per_layer=per_layer, tail_w=tail_w)
+    return built
 
 
 def _kv_dtype(model: Any) -> torch.dtype:

@@ -31,6 +31,15 @@ SGLANG_READS: tuple[tuple[str, str, str, str], ...] = (
     ("method", "sglang.srt.mem_cache.memory_pool.DSATokenToKVPool", "get_index_k_with_scale_buffer", "[pages, 64·132] uint8"),
     ("attr", "sglang.srt.mem_cache.memory_pool.DSATokenToKVPool", "index_page_size", "must be 64"),
     ("attr", "sglang.srt.mem_cache.index_key_cache", "_use_aiter_preshuffle", "refused: 16×16-tiled keys"),
+    # --- SGLang's Triton kernels: the auditor's provider on a GPU without SGLang's full stack, and the per-op
+    # baseline (per_op.py, audit_provider.py)
+    ("function", "sglang.kernels.ops.attention.dsa.triton_sparse_mla_decode", "triton_sparse_mla_decode",
+     "sparse MLA decode over the rows' top-k"),
+    ("function", "sglang.kernels.ops.gemm.fp8_kernel", "w8a8_block_fp8_matmul_triton", "block-FP8 W8A8 linears"),
+    ("function", "sglang.kernels.ops.moe.fused_moe_triton_kernels", "invoke_fused_moe_kernel", "fused-MoE GEMMs"),
+    ("function", "sglang.kernels.ops.quantization.act_quant_triton", "act_quant", "per-128 fp8 activations (ue8m0)"),
+    ("function", "sglang.srt.layers.attention.dsv4.indexer", "fp8_paged_mqa_logits_torch", "index scores (torch)"),
+    ("function", "sglang.srt.layers.attention.dsv4.indexer", "topk_transform_pytorch_vectorized", "top-k as slots"),
     # --- model modules and weights (weights.py, runner.py)
     ("attr", "model", "model.embed_tokens.weight", "[V, D] bf16"),
     ("attr", "model", "model.norm.weight", "final RMSNorm"),
