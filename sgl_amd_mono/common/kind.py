@@ -148,7 +148,7 @@ class KindTable:
 
     def peer_layout(self, dims) -> PeerLayout:
         """The exchange regions' places in a rank's peer buffer at dims.tp ranks (none at TP 1)."""
-        tp = int(dims.tp)
+        tp = int(getattr(dims, "tp", 1))  # dims of a kind with no TP shard: one rank
         if tp == 1:
             return PeerLayout(regions={}, words=0)
         at, regions = 0, {}

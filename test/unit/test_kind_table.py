@@ -39,11 +39,17 @@ def _kernel_args(plan, geo, tp=8):
 @pytest.mark.parametrize("kind", sorted(kinds.KINDS))
 def test_kernel_arguments_are_the_tables_names(kind):
     """Every argument the engine derives from the table is a parameter of the kernel, and every parameter
-    is given: passed by name, a buffer cannot land in another's place."""
-    tp = 1 if kind == "tokens" else 8  # the tokens kind is built at TP 1 only (its refusals)
-    plan, geo = _meta_plan(kind, tp=tp)
-    args = _kernel_args(plan, geo, tp=tp)
-    assert sorted(args) == sorted(plan.kind.kernel.arg_names)
+    is given but those with a default that another table of the same kernel passes (the tokens kind's embedding
+    exchange in the dense kernel): passed by name, a buffer cannot land in another's place."""
+    import inspect
+
+    plan, geo = _meta_plan(kind, tp=8)
+    args = _kernel_args(plan, geo, tp=8)
+    params = {p.name: p for p in plan.kind.kernel.params}
+    assert set(args) <= set(params), sorted(set(args) - set(params))
+    missing = set(params) - set(args)
+    assert all(params[m].default is not inspect.Parameter.empty for m in missing), sorted(missing)
+    assert missing <= {"S_EMBED", "S_EMBED_SUM", "T_EMBED", "T_EMBED_SUM", "X_EMB_X", "XW_EMB_X"}, sorted(missing)
     first = plan.table.stages[0].name
     assert args[f"S_{first.upper()}"] == 0 and args[f"T_{first.upper()}"] == plan.program.stages[0].n_tasks
     if "attn" in plan.table.stage_names():  # the layer kinds
@@ -107,9 +113,8 @@ def test_task_counts_checked_against_the_table():
 
 def test_spec_promises_nothing_the_kinds_refuse():
     """Every (ISA, TP size) the spec serves and every width it builds there: every kind builds it for GLM-5.3 (no
-    refusal), but the tokens kind at TP > 1, refused for the one reason that its embedding rows need the
-    cross-rank launches' push (until they exist no whole step runs there); a TP size whose shard the launch
-    cannot tile is refused by name."""
+    refusal, the tokens kind at TP > 1 too: its embedding rows come through the cross-rank push); a TP size whose
+    shard the launch cannot tile is refused by name."""
     from sgl_amd_mono.glm53 import spec
 
     geo = li.glm53_geometry()
@@ -119,10 +124,7 @@ def test_spec_promises_nothing_the_kinds_refuse():
                 for kv in (torch.bfloat16, torch.float8_e4m3fn):
                     for kind in sorted(kinds.KINDS):
                         bad = kinds.get(kind).refusals(geo, tp=tp, width=width, kv_dtype=kv)
-                        if kind == "tokens" and tp > 1:  # the one reason: the embedding rows' cross-rank push
-                            assert len(bad) == 1 and "cross-rank" in bad[0], bad
-                            continue
-                        assert bad == [], (kind, isa, tp, width)
+                        assert bad == [], (kind, isa, tp, width, bad)
     assert shared.refusals(geo, tp=32, width=1, kv_dtype=torch.bfloat16) == ["moe_inter/tp 64 is not a multiple of 128"]
 
 
@@ -180,5 +182,5 @@ def test_build_binds_every_layer_to_one_plan_a_width(caplog):
     for w, (plan, bound) in built.items():
         assert plan.width == w and [b.launch_id for b in bound] == [0, 1, 2]
     msgs = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith("[1/2] shared[tp8,w1]: 3 layers bound") for m in msgs), msgs
-    assert any(m.startswith("[2/2] shared[tp8,w4]: 3 layers bound") for m in msgs), msgs
+    assert any(m.startswith("[1/2] shared[tp8,w1] rank 0: 3 layers bound") for m in msgs), msgs
+    assert any(m.startswith("[2/2] shared[tp8,w4] rank 0: 3 layers bound") for m in msgs), msgs

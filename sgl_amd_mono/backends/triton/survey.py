@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import os
 import re
 import subprocess
@@ -30,8 +31,8 @@ def signature(fn, kwargs: dict) -> tuple[dict, dict]:
     parameters take their values; tensors, ints and floats their types."""
     sig, consts = {}, {}
     for p in fn.params:
-        a = kwargs[p.name]
-        if p.is_constexpr:
+        a = kwargs[p.name] if p.name in kwargs or p.default is inspect.Parameter.empty else p.default
+        if p.is_constexpr or a is None:  # None: a pointer the kind does not pass (read under a constexpr off)
             sig[p.name] = "constexpr"
             consts[p.name] = a
         elif isinstance(a, torch.Tensor):
@@ -53,7 +54,7 @@ def divisibility(fn, kwargs: dict) -> dict:
     kernel's do_not_specialize arguments get none."""
     attrs = {}
     for i, p in enumerate(fn.params):
-        a = kwargs[p.name]
+        a = kwargs.get(p.name, p.default)
         if p.is_constexpr or p.do_not_specialize:
             continue
         if isinstance(a, torch.Tensor) or (isinstance(a, int) and not isinstance(a, bool) and a % 16 == 0 and a != 0):

@@ -1,8 +1,9 @@
 """Warm Triton's on-disk cache for launch builds in parallel processes (the GPU scripts then hit the cache
 instead of compiling one variant after another).
 
-python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds '[KIND:]SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX' ...
-(a build's KIND: prefix overrides --kind, so one pool warms every kind of a whole step)
+python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds '[KIND:]SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX|EMU' ...
+(a build's KIND: prefix overrides --kind, so one pool warms every kind of a whole step; EMU 1: an emulated rank's
+build, `tp_emulate`'s grid and tiles, for check_layer.py --tp-emulate TP)
 Each build: a plan (its options the kind's for steps of CTX keys, default 8192, as the scripts build them), and
 its first bind of uninitialised CUDA weights with the real shapes and strides, which compiles exactly what the
 scripts' binds compile (same arguments, same cache key). Prints one line a build
@@ -49,7 +50,7 @@ def warm(job: tuple) -> str:
     kind, build, deadline = job
     t0 = time.time()
     try:
-        spec, width, kv, mask, skip, trace, tp, ctx = (build.split("|") + [""] * 8)[:8]
+        spec, width, kv, mask, skip, trace, tp, ctx, emu = (build.split("|") + [""] * 9)[:9]
         width, tp, ctx = int(width or 1), int(tp or 8), int(ctx or 8192)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
@@ -60,8 +61,13 @@ def warm(job: tuple) -> str:
             given = kc.tensors(kc.weights(geo, tp=tp, seed=0, device="cuda"))
         opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
                                    deadline_s=0.05 if skip else deadline, trace=bool(int(trace or 0)))
-        plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts,
-                          tiles=Tiles().with_spec(spec))
+        tiles = Tiles().with_spec(spec)
+        if int(emu or 0):
+            import tp_emulate
+
+            tiles = tp_emulate.rank_tiles(tiles, kind, geo, tp=tp, width=width)
+            opts = tp_emulate.rank_options(opts, tp, tiles)
+        plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts, tiles=tiles)
         plan.bind({**plan.example_weights(), **given})
         r = plan.resources
         return (f"precompiled {kind} '{build}' in {time.time() - t0:.1f} s: regs {r['n_regs']} spills {r['n_spills']} "
