@@ -5,6 +5,7 @@ model's weights."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -44,10 +45,16 @@ def random_dense_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="
 
 def random_embedding(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu", rank: int = 0) -> EmbedWeights:
     """Rank `rank`'s vocab rows of one full draw of the embedding (SGLang's VocabParallelEmbedding, rank order)."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    e = torch.randn(geo.vocab, geo.hidden, generator=g).to(torch.bfloat16)
+    e = _full_embedding(geo.vocab, geo.hidden, seed)
     v = geo.shard(tp).vocab
     return EmbedWeights(embed=e[rank * v:(rank + 1) * v].contiguous().to(device))
+
+
+@functools.lru_cache(maxsize=1)
+def _full_embedding(vocab: int, hidden: int, seed: int) -> torch.Tensor:
+    """One full draw on the CPU (GLM-5.3's takes seconds), kept for the next rank's shard."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randn(vocab, hidden, generator=g).to(torch.bfloat16)
 
 
 def tokens_step(step: IndexStep, vocab: int, *, seed: int) -> TokensStep:

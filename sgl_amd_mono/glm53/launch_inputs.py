@@ -7,6 +7,7 @@ Used by the CPU tests (tiny geometries under Triton's interpreter) and `test/ker
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -41,9 +42,17 @@ def random_weights(geo: Glm53Geometry, *, tp: int, seed: int = 0, device="cpu",
                    rank: int = 0) -> tuple[AttentionWeights, MoeWeights]:
     """Rank `rank`'s shard at TP `tp` of one full (TP1) draw of random layer weights in SGLang's layouts:
     every rank of a TP group is cut from the same draw (`shard_weights`), so rank partials summed in rank
-    order are the full layer's (`layer.shared_layer_ranks`)."""
-    full = _random_full_weights(geo, seed=seed, device=device)
-    return full if tp == 1 else shard_weights(geo, *full, tp=tp, rank=rank)
+    order are the full layer's (`layer.shared_layer_ranks`). At TP > 1 the full draw is kept for the next rank's
+    call (drawing it again a rank took most of an emulated TP8 check): the ranks' replicated tensors are then the
+    same tensors, not to be changed in place."""
+    if tp == 1:
+        return _random_full_weights(geo, seed=seed, device=device)
+    return shard_weights(geo, *_kept_full_weights(geo, seed, str(device)), tp=tp, rank=rank)
+
+
+@functools.lru_cache(maxsize=1)
+def _kept_full_weights(geo: Glm53Geometry, seed: int, device: str) -> tuple[AttentionWeights, MoeWeights]:
+    return _random_full_weights(geo, seed=seed, device=device)
 
 
 def _random_full_weights(geo: Glm53Geometry, *, seed: int, device) -> tuple[AttentionWeights, MoeWeights]:

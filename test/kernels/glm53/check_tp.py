@@ -132,7 +132,8 @@ def check_replays(kc, g, layers, step, outs, caches, tag, n=20):
 
 def check_held(kc, geo, tp, tiles, deadline_s=0.2):
     """Rank tp - 1 held back deadline_s + 0.5 s: every other rank stops at its first exchange, naming it; the held
-    rank then stops at a later one, naming a peer that drained. Each within deadline_s + 1 s of its launch."""
+    rank then stops at a later one, naming a peer that drained (or, in a kind of one exchange, the tail, finds every
+    peer's words there and ends healthy). All within the hold + the deadline + 1 s."""
     weights = [kc.weights(geo, tp=tp, seed=5, device="cuda", rank=r) for r in range(tp)]
     step = kc.step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=6, device="cuda")
     opts = dataclasses.replace(kc.options(8192), deadline_s=deadline_s)
@@ -145,9 +146,11 @@ def check_held(kc, geo, tp, tiles, deadline_s=0.2):
     errs = g.errors()
     for r, e in enumerate(errs):
         print(f"held-rank check ({kc.name} tp{tp}-emulated, rank {tp - 1} held {deadline_s + 0.5:.1f} s): rank {r}: {e}")
+        if r == tp - 1 and (e is None or "push" in e):
+            continue
         if e is None or "push" not in e:
             fail(f"held-rank check: rank {r} did not stop with a missing peer named: {e}")
-        elif r != tp - 1 and f"rank {tp - 1}'s push" not in e:
+        elif f"rank {tp - 1}'s push" not in e:
             fail(f"held-rank check: rank {r} names another peer than the held rank {tp - 1}: {e}")
     print(f"held-rank check: every rank ended in {dt:.2f} s (hold {deadline_s + 0.5:.1f} s + deadline {deadline_s} s)")
     if dt > 2 * deadline_s + 0.5 + 1.0:

@@ -10,6 +10,7 @@ which comparison each table is for.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from typing import Callable, Optional
 
@@ -405,11 +406,17 @@ class TailStep:
 
 def _tail_weights(geo, *, tp, seed, device, rank=0):
     """Rank `rank`'s vocab rows of one full draw (SGLang's ParallelLMHead shards rows in rank order)."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    norm = (1.0 + 0.1 * torch.randn(geo.hidden, generator=g)).to(torch.bfloat16)
-    head = (torch.randn(geo.vocab, geo.hidden, generator=g) * geo.hidden**-0.5).to(torch.bfloat16)
+    norm, head = _full_tail(geo.vocab, geo.hidden, seed)
     v = geo.shard(tp).vocab
     return TailWeights(final_norm=norm.to(device), lm_head=head[rank * v:(rank + 1) * v].contiguous().to(device))
+
+
+@functools.lru_cache(maxsize=1)
+def _full_tail(vocab: int, hidden: int, seed: int):
+    """One full draw on the CPU (GLM-5.3's LM head takes seconds), kept for the next rank's shard."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    norm = (1.0 + 0.1 * torch.randn(hidden, generator=g)).to(torch.bfloat16)
+    return norm, (torch.randn(vocab, hidden, generator=g) * hidden**-0.5).to(torch.bfloat16)
 
 
 def _tail_step(geo, *, width, context, kv_dtype, seed, device):
