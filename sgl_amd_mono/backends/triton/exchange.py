@@ -50,6 +50,14 @@ def push(peers_ptr, word_off, vals, offs, mask, epoch, R: tl.constexpr):
 
 
 @triton.jit
+def peer_bound(bound):
+    """The bound of the hand-off after a cross-rank sum stage: twice the waits' own, so that when a peer never
+    pushes, the programs waiting on its words (which name it) miss their deadline before the programs that had no
+    sum task and wait at the hand-off (which would name only the stage)."""
+    return bound.to(tl.int64) * 2
+
+
+@triton.jit
 def push_slot(peers_ptr, rank, X, XW, vals, offs, mask, epoch, TP: tl.constexpr):
     """This rank's part (f32 values at word offsets `offs` of a slot) pushed into its slot of region X (slots of XW
     words) of every rank's peer buffer."""

@@ -15,7 +15,7 @@ from sgl_amd_mono.backends.triton import stages_attention as attn_half
 from sgl_amd_mono.backends.triton import stages_dense as dense_half
 from sgl_amd_mono.backends.triton import stages_index as index
 from sgl_amd_mono.backends.triton import stages_moe as moe_half
-from sgl_amd_mono.backends.triton.exchange import sum_stage
+from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
 
 
@@ -58,8 +58,8 @@ def mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_
         ok = sum_stage(peers_ptr, rank, o_ptr, res1_ptr, residual_out_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
                        task_count_ptr, X_O_X, XW_O_X, S_O_SUM, T_O_SUM, BX, TP, NPROG, TIMER, SKIP_MASK, COUNT_TASKS,
                        True)
-        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_SUM, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
-                      SKIP_ARRIVE, TRACE)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_O_SUM, epoch, ok, pid, launch_id, peer_bound(bound), NPROG,
+                      N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     return ok
 
 
@@ -171,7 +171,7 @@ def index_attention(
         ok = sum_stage(peers_ptr, rank, emb_ptr, emb_ptr, emb_ptr, err_ptr, launch_id, epoch, pid, ok, bound,
                        task_count_ptr, X_EMB_X, XW_EMB_X, S_EMBED_SUM, T_EMBED_SUM, BX, TP, NPROG, TIMER, SKIP_MASK,
                        COUNT_TASKS, False)
-        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMBED_SUM, epoch, ok, pid, launch_id, bound,
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMBED_SUM, epoch, ok, pid, launch_id, peer_bound(bound),
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
                     S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, xn1_ptr, True, TOKENS, input_ids_ptr,

@@ -215,6 +215,14 @@ class LaunchPlan:
         """This rank's peer buffer as int64 words (its exchange regions)."""
         return self.peers.local[: self.peer_nbytes].view(torch.int64)
 
+    def exchange_words(self) -> dict[str, torch.Tensor]:
+        """{region: [TP, slot words] int64}: this rank's exchange regions as the last launch left them (every rank's
+        pushed words; the sum stages' oracle reads them). Empty at TP 1."""
+        if self.peers is None:
+            return {}
+        w = self._peer_words()
+        return {name: w[at: at + self.tp * n].view(self.tp, n) for name, (at, n) in self.peer_layout.regions.items()}
+
     # ---- what it holds ----
     def scratch_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.scratch.values())

@@ -153,11 +153,11 @@ def bound_names(table: KindTable, stage: str | None = None) -> list[str]:
         if stage is not None and st.name != stage:
             continue
         for w in st.writes:
-            if w in PAIRS.values():
+            if w in PAIRS.values() or w not in shapes:  # a scale, or an exchange region (peer words)
                 continue
             is_int = isinstance(shapes[w].dtype, str) and shapes[w].dtype.startswith("i")
             out += [f"{table.name}.{w}.{m}" for m in (INT_METRICS if is_int else FLOAT_METRICS)]
-    return out
+    return list(dict.fromkeys(out))  # a buffer two stages write (o: o_proj at TP 1, o_sum at TP > 1) once
 
 
 def new_buffers(table: KindTable, d, inputs_and_weights: dict, device) -> dict:
@@ -191,11 +191,14 @@ def run_isolated(table: KindTable, d, stage: str, launch_bufs: dict) -> dict:
     """One stage's oracle over a launch's buffers as it left them (its writes copied first, so the
     launch's are untouched); returns that stage's writes {name: tensor}."""
     st = table.stages[table.stage_id(stage)]
+    if not int(st.tasks(d)):  # a stage with no tasks at these dims (the cross-rank sums at TP 1) writes nothing
+        return {}
     b = dict(launch_bufs)
-    for w in st.writes:
+    writes = [w for w in st.writes if w in launch_bufs]  # an exchange region: in the buffers only at TP > 1
+    for w in writes:
         b[w] = (cache_view(launch_bufs[w], d) if w == table.cache else launch_bufs[w]).clone()
     STAGES[stage](b, d)
-    return {w: b[w] for w in st.writes}
+    return {w: b[w] for w in writes}
 
 
 def _pick(name: str, *dicts):
@@ -213,12 +216,16 @@ def compare(table: KindTable, d, stage: str, got: dict, want: dict, context: dic
     (max_abs). `got` / `want` hold at least the stage's writes; out_loc and uniq are looked up in context,
     then want, then got."""
     st = table.stages[table.stage_id(stage)]
+    if not int(st.tasks(d)):
+        return {}
     bufs = table.buffers()
     uniq = want["uniq"] if "uniq" in st.writes else _pick("uniq", context, want, got) if "aq" in st.writes else None
     n_u = n_used(uniq, d.E) if uniq is not None else 0
     out = {}
     for w in st.writes:
         if w in PAIRS.values() or (w == "dn_part" and d.tiles.dn_parts == 1):  # one down part: not written
+            continue
+        if w not in bufs:  # an exchange region: its words are checked by the sum stage that reads them
             continue
         g, t = got[w], want[w]
         if w == table.cache:
@@ -256,8 +263,8 @@ def failures(values: dict[str, float], bounds: dict[str, float] = STAGE_BOUNDS) 
 # ---------------- negative controls ----------------
 # A stage's control: its oracle run on perturbed inputs, {buffer: (how, dim)}: "mix" x + 0.05 * x.roll(1, dim)
 # (RMSNorm is scale-invariant and some groups are one wide, so a neighbour is mixed in rather than a scale),
-# "roll" x.roll(1, dim) (the router's logits: a slight change need not change the picks). Every bound of the
-# stage must fail.
+# "roll" x.roll(1, dim) (the router's logits: a slight change need not change the picks), "words" an exchange
+# region's values mixed as "mix", their tags kept. Every bound of the stage must fail.
 CONTROLS: dict[str, dict[str, tuple[str, int]]] = {
     "norm1": {"hidden": ("mix", -1)},
     "qkv_a": {"xs1": ("mix", -1)},
@@ -273,6 +280,8 @@ CONTROLS: dict[str, dict[str, tuple[str, int]]] = {
     "up": {"rw": ("roll", 0)},  # every expert's picks moved to the next expert: another used list
     "act": {"up_part": ("mix", -1), "rw": ("mix", 0)},  # rw: the routing weights (expert_weights, as)
     "down": {"as": ("mix", 0)},
+    "o_sum": {"o_x": ("words", -1)},  # TP > 1 only (no tasks at TP 1)
+    "down_sum": {"out_x": ("words", -1)},
 }
 
 
@@ -280,7 +289,14 @@ def perturbed(stage: str, bufs: dict) -> dict:
     """A copy of `bufs` with the stage's control inputs perturbed (CONTROLS)."""
     out = dict(bufs)
     for name, (how, dim) in CONTROLS[stage].items():
+        if name not in bufs:  # an exchange region at TP 1: the stage has no tasks
+            continue
         x = bufs[name]
+        if how == "words":  # exchange words: their values mixed, their epoch tags kept
+            v = oracle_attention.word_values(x)
+            bits = (v + 0.05 * v.roll(1, dim)).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+            out[name] = ((x >> 32) << 32) | bits
+            continue
         y = x.roll(1, dim) if how == "roll" else x.float() + 0.05 * x.float().roll(1, dim)
         out[name] = y.to(x.dtype)
     return out

@@ -135,5 +135,29 @@ def o_proj(b: dict, d) -> None:
     b["residual_out"].copy_((o.float() + b["res1"].float()).to(torch.bfloat16))
 
 
+def word_values(words: torch.Tensor) -> torch.Tensor:
+    """Exchange words (int64: epoch << 32 | f32 bits) -> their f32 values."""
+    return (words & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+
+
+def rank_sum(words: torch.Tensor, d) -> torch.Tensor:
+    """A region's words [TP, R * D] summed over the ranks in rank order in f32, rounded to bf16: [R, D]."""
+    vals = word_values(words).view(-1, d.R, d.D)
+    acc = vals[0].clone()
+    for p in range(1, vals.shape[0]):
+        acc = acc + vals[p]
+    return acc.to(torch.bfloat16)
+
+
+def o_sum(b: dict, d) -> None:
+    """TP > 1: o = every rank's o_proj output (region o_x, this rank's exchange words) summed in rank order;
+    residual_out = bf16(o + res1). TP 1: no tasks (o_proj wrote both)."""
+    if d.tp == 1:
+        return
+    o = rank_sum(b["o_x"], d)
+    b["o"].copy_(o)
+    b["residual_out"].copy_((o.float() + b["res1"].float()).to(torch.bfloat16))
+
+
 STAGES = {"norm1": norm1, "qkv_a": qkv_a, "latent": latent, "q_b": q_b, "absorb": absorb, "attn": attn,
-          "w_uv": w_uv, "o_proj": o_proj}
+          "w_uv": w_uv, "o_proj": o_proj, "o_sum": o_sum}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from sgl_amd_mono.backends import reference as ref
-from sgl_amd_mono.glm53.kinds.oracle_attention import gemv_parts, put_quant, sum_parts
+from sgl_amd_mono.glm53.kinds.oracle_attention import gemv_parts, put_quant, rank_sum, sum_parts
 
 
 def list_len(uniq: torch.Tensor, e: int) -> int:
@@ -113,4 +113,11 @@ def down(b: dict, d) -> None:
     b["out"].copy_(sum_parts(sums).to(torch.bfloat16))
 
 
-STAGES = {"norm2": norm2, "gate": gate, "route": route, "up": up, "act": act, "down": down}
+def down_sum(b: dict, d) -> None:
+    """TP > 1: out = every rank's MoE output (region out_x, this rank's exchange words) summed in rank order.
+    TP 1: no tasks (down wrote out)."""
+    if d.tp > 1:
+        b["out"].copy_(rank_sum(b["out_x"], d))
+
+
+STAGES = {"norm2": norm2, "gate": gate, "route": route, "up": up, "act": act, "down": down, "down_sum": down_sum}
