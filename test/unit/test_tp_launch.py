@@ -62,3 +62,35 @@ def test_a_held_rank_stops_every_rank_with_a_named_peer(tmp_path):
     assert r1["held"] and r1["error"] == ("launch shared[tp2,w1] rank 1 layer 3: program 0 in stage down_sum missed its "
                                           "deadline waiting on rank 0's push (0 of 256 words arrived, epoch 1)"), r1
     assert max(r0["seconds"], r1["seconds"]) < 120, res
+
+
+LOCAL_PARTIALS = r"""
+import dataclasses, json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, os.path.join(sys.argv[1], "..", "kernels", "glm53"))
+import torch, registry
+from _interp_main import tiles_of
+from _tp_main import geometry
+from sgl_amd_mono.backends.triton import kinds
+from sgl_amd_mono.glm53 import layer
+geo, kc = geometry(), registry.get("shared")
+w = kc.weights(geo, tp=2, seed=3, device="cpu", rank=1)
+step = kc.step(geo, width=2, context=300, kv_dtype=torch.bfloat16, seed=4, device="cpu")
+opts = dataclasses.replace(kc.options(300), placement="sequential", local_partials=True)
+plan = kinds.plan("shared", geo, tp=2, width=2, kv_dtype=torch.bfloat16, device="cpu", options=opts,
+                  tiles=tiles_of(""), rank=1)
+out = plan.run(plan.bind(kc.tensors(w)), {**vars(step), "kv_cache": step.kv_cache.clone()})
+plan.check_error()
+a = layer.attention_half(geo, w[0], hidden=step.hidden, residual=step.residual, cos_sin=step.cos_sin,
+                         kv_cache=step.kv_cache.clone(), out_loc=step.out_loc, topk_slots=step.topk_slots)
+print(json.dumps({"o_is_rank_partial": bool(torch.equal(out["o"], a.o)), "peers": plan.peers is None}))
+"""
+
+
+def test_local_partials_keep_a_ranks_partial():
+    """The push-free timing variant (`LaunchOptions.local_partials`, time_layers --tp-emulate's A/B) at TP 2 runs
+    without peer buffers and leaves rank 1's own o_proj partial in o (the oracle's rank partial, bitwise)."""
+    r = subprocess.run([sys.executable, "-c", LOCAL_PARTIALS, HERE], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res == {"o_is_rank_partial": True, "peers": True}, res

@@ -239,6 +239,8 @@ class LaunchPlan:
         args.update(self.kind.scalars(d))
         args.update(self.kind.constexprs(d))
         args.update(self.kind.table_constexprs(d))
+        if o.local_partials and "TP" in args:  # timing only: the kernels' TP 1 path at this shard
+            args["TP"] = 1
         args.update(NPROG=self.n_programs, TIMER=self.timer if timer is None else timer, SKIP_ARRIVE=o.skip_arrive,
                     SKIP_MASK=o.skip_mask, TRACE=o.trace, COUNT_TASKS=o.count_tasks)
         return args
@@ -330,7 +332,7 @@ class LaunchPlan:
         {name: tensor} (the plan's own buffers: read them before the next launch on this plan)."""
         if self.compiled is None and not self.interpret:
             raise RuntimeError(f"{self.name}: not compiled; bind a layer's weights at build before running a step")
-        if self.tp > 1 and self.peers is None:
+        if self.tp > 1 and self.peers is None and not self.options.local_partials:
             raise RuntimeError(f"{self.name}: no peer buffers attached (a TP {self.tp} launch exchanges its partial "
                                "sums through them: attach_peers at build)")
         self.kind.kernel[(self.n_programs,)](num_warps=self.num_warps, **self.tiles.compile_options(),

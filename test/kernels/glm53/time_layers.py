@@ -8,6 +8,7 @@ torchrun --nproc-per-node 1 test/kernels/glm53/time_layers.py [--kind shared] [-
   layer, as a server's), so L2 holds none of their weights;
 - per-op: the same layers from SGLang's own Triton kernels (`per_op.py`), CUDA-graphed, in the same run;
 - the kind's torch oracle once, eager.
+--tp-emulate R: instead, the cross-rank pushes' cost with R emulated ranks and an NVLink projection (`time_tp.py`).
 Prints a table; a benchmark, not a test.
 """
 
@@ -145,7 +146,16 @@ def main():
                    help="tile overrides timed as variants beside --tiles in the same run (an A/B), e.g. 'index_block=256'")
     p.add_argument("--variants", nargs="+", default=None,
                    help="build variants (backends.triton.tiles.VARIANTS names) timed in the same run, one table each")
+    p.add_argument("--tp-emulate", type=int, default=0,
+                   help="only the cross-rank pushes' cost: TP R as R emulated ranks, with and without the pushes, and "
+                        "the NVLink projection (time_tp.py), at the first of --contexts")
+    p.add_argument("--nvlink-latency-us", type=float, default=2.0, help="with --tp-emulate: an exchange's P2P latency")
     args = p.parse_args()
+    if args.tp_emulate:
+        import time_tp
+
+        return time_tp.main(args.kind, args.tp_emulate, args.widths, args.contexts[0], Tiles().with_spec(args.tiles),
+                            args.nvlink_latency_us)
     kc = registry.get(args.kind)
     shape = {"shape": args.shape} if args.kind in INDEX_KINDS else {}
     table = kinds.get(args.kind).table

@@ -5,7 +5,9 @@
 #   check  in order, each while BUDGET seconds (default 600, from the script's start) last: shared at TP 2 (widths 1,
 #          2) and TP 8 (width 1), tail at TP 2 (1, 2) and TP 8 (1, 8), tokens, indexer and dense at TP 8 (width 1);
 #          8K, bf16 KV, every control; the held rank with the first of each kind
-# From the repo root; logs under $OUT/tp (tp_check.log: every check's output; tp_precompile.log).
+#   time   time_layers.py --tp-emulate: the shared kind at TP 2 (rows 1, 2, 4) and TP 8 (1, 2, 4, 8), with and without
+#          the pushes (local_partials builds compile in the process), and the NVLink projection (tp_time.log)
+# From the repo root; logs under $OUT/tp (tp_check.log: every check's output; tp_precompile.log; tp_time.log).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out}; L=$OUT/tp; mkdir -p "$L"; PARTS=${PARTS:-pre check}; JOBS=${JOBS:-10}; BUDGET=${BUDGET:-600}
@@ -31,5 +33,15 @@ if has check; then
     timeout $(( left < 150 ? left : 150 )) python3 $G/check_layer.py --kind $k --tp-emulate $tp --widths "$@" \
       --contexts 8192 --kv bf16 $held >> "$L/tp_check.log" 2>&1
     el "check_layer --kind $k --tp-emulate $tp --widths $* $held rc=$? $(tail -1 "$L/tp_check.log")"
+  done
+fi
+if has time; then
+  for c in "2 1 2 4" "8 1 2 4 8"; do
+    set -- $c; tp=$1; shift
+    left=$(( BUDGET - ($(date +%s) - T0) - 10 ))
+    if (( left < 60 )); then el "not timed (budget): shared --tp-emulate $tp"; continue; fi
+    timeout $(( left < 240 ? left : 240 )) python3 $G/time_layers.py --kind shared --tp-emulate $tp --widths "$@" \
+      --contexts 8192 >> "$L/tp_time.log" 2>&1
+    el "time_layers --kind shared --tp-emulate $tp rc=$?"
   done
 fi
