@@ -76,7 +76,7 @@ FAULTS = {
                  "lacks) before the comparison and the next layer",
     "down_scale": "every layer's launch reads its MoE down (w2) or dense down block scales x1.2 (a copy)",
     "lm_head_scale": "the tail launch reads the LM head x1.02 (a copy)",
-    "router_bias": "every MoE layer's launch reads its router's correction bias reversed (a copy): other experts "
+    "router_gate": "every MoE layer's launch reads its router's gate negated (a copy): the least likely experts "
                    "picked",
 }
 # the copied weights of each weight fault (names in the launch kinds' tables) and what is done to the copy, in place
@@ -84,12 +84,12 @@ WEIGHT_FAULTS = {"o_proj_scale": (("o_proj_s",), lambda c: c.mul_(1.2)),
                  "kv_norm": (("kv_a_norm",), lambda c: c.mul_(1.2)),
                  "down_scale": (("w2_s", "down_s"), lambda c: c.mul_(1.2)),
                  "lm_head_scale": (("lm_head",), lambda c: c.mul_(1.02)),
-                 "router_bias": (("bias",), lambda c: c.copy_(c.flip(0)))}
+                 "router_gate": (("gate",), lambda c: c.neg_())}
 # <output>.<metric> -> the planted fault that must fail its bound (test_audit.py runs each)
 FAULT_OF = {"o.rel": "o_proj_scale", "kv.max_abs": "kv_norm", "kv.cosine": "rope_shift",
             "index_k.max_abs": "rope_shift", "index_k.cosine": "rope_shift", "topk_missed.max_abs": "topk_swap",
             "topk_own.max_abs": "topk_swap", "streams.cosine": "rope_shift", "out.rel": "down_scale",
-            "expert_ids.max_abs": "router_bias", "expert_weights.max_abs": "router_bias",
+            "expert_ids.max_abs": "router_gate", "expert_weights.max_abs": "router_gate",
             "logits.rel": "lm_head_scale"}
 # On a GPU the launch's fp8 index scores and SGLang's trade keys at the threshold in a clean run (16-26 of 2048 on the
 # H200, results/audit1_h200_summary.txt), which hides topk_swap's one key; rope_shift's 146-169 fail that bound there

@@ -26,7 +26,7 @@ from dsa_fixture import DsaCaches, make_step  # noqa: E402
 
 from sgl_amd_mono.glm53.config import Glm53Geometry  # noqa: E402
 
-FAULTS = ("o_proj_scale", "kv_norm", "rope_shift", "topk_swap", "down_scale", "lm_head_scale", "router_bias")
+FAULTS = ("o_proj_scale", "kv_norm", "rope_shift", "topk_swap", "down_scale", "lm_head_scale", "router_gate")
 
 
 def build(model, cfg, *, isa, widths, env: dict):
