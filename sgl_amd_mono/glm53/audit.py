@@ -56,7 +56,7 @@ OUTPUTS = {
                "its own residual_out)",
     "out": "the MoE (or dense MLP) output, SGLang's on the launch's o_proj output (its own post-attention norm) and, "
            "for the MoE, the launch's expert ids and weights",
-    "expert_ids": "the count of the experts SGLang's router picks a row's launch ids lack (0: the same set; the "
+    "expert_ids": "the count of experts SGLang's router picks that a row's launch ids lack (0: the same set; the "
                   "router on the launch's own post-attention norm output)",
     "expert_weights": "a row's largest routing-weight difference, expert by expert (an expert one routing lacks "
                       "counts as weight 0 there)",
