@@ -3,20 +3,23 @@
 `runner_triton.build_triton` attaches an `Auditor` when the variable is 1; unset, this module is never imported and
 each launch is called directly. With it set, routed steps must run eagerly (the audit reads values on the host:
 a capture raises, naming --disable-cuda-graph). After each layer's launch the auditor runs SGLang's path for that
-layer (`audit_provider.py`, chosen by the host and named in the report) on the launch's own inputs, and compares
-(`OUTPUTS`): the attention output, the MLA and index-K cache rows written, the top-k (against SGLang's, and on each
-row's own draft-chain keys), the layer's output stream, the MoE or dense output, and the tail's logits. Each value
-is the worst row's, named `<kind>.<output>.<metric>`, bounded by `bounds.AUDIT_BOUNDS_INTERP` under Triton's
-interpreter and by `SPEC.numerics` (`bounds.SERVING_VS_SGLANG`) on a GPU; a violation is logged with its step,
-layer and row. Every record goes to a JSON-lines file (`audit_report.py` documents it; SGLANG_AMD_MONO_CHECK_REPORT
-names it, default ./sgl-amd-mono-check-<pid>.jsonl), and the summary is logged at shutdown.
+layer (`audit_provider.py`, chosen by the host and named in the report), each part on the launch's own inputs to
+that part, as check_layer compares a launch kind: the attention over the list the launch's attention read, the MoE or
+dense MLP on the launch's o_proj output with the launch's routing, the router on the launch's own post-attention norm
+output. It compares (`OUTPUTS`): the attention output, the MLA and index-K cache rows written, the top-k as a set
+(SGLang's own list against the launch's, and on each row's own draft-chain keys), the layer's output stream, the MoE
+or dense output, the routing (expert ids and weights), and the tail's logits. Each value is the worst row's, named
+`<kind>.<output>.<metric>`, bounded by `bounds.AUDIT_BOUNDS_INTERP` under Triton's interpreter and by `SPEC.numerics`
+(`bounds.SERVING_VS_SGLANG`) on a GPU; a violation is logged with its step, layer and row. Every record goes to a
+JSON-lines file (`audit_report.py` documents it; SGLANG_AMD_MONO_CHECK_REPORT names it, default
+./sgl-amd-mono-check-<pid>.jsonl), and the summary is logged at shutdown.
 
 A step continues exactly as a non-check server's would: the next layer reads the launch's outputs; the cache rows at
 out_cache_loc are saved before the launch, the launch's kept, the saved ones put back for SGLang's path, and the
 launch's written again after the comparison.
 
 Planted faults (SGLANG_AMD_MONO_FAULT, read only here): each changes what the launches see, never SGLang's path's
-input, and is logged at build; `FAULT_OF` names the fault that must fail each bound.
+input, and is logged at build; `FAULT_OF` names the fault that must fail each bound (`FAULT_OF_GPU` on a GPU).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any, Optional
 import torch
 
 from sgl_amd_mono.common import numerics as nm
-from sgl_amd_mono.glm53.audit_provider import LayerInputs, choose
+from sgl_amd_mono.glm53.audit_provider import LaunchParts, LayerInputs, choose
 from sgl_amd_mono.glm53.audit_report import Summary
 
 logger = logging.getLogger(__name__)
@@ -42,17 +45,25 @@ ENV_FAULT = "SGLANG_AMD_MONO_FAULT"
 ENV_REPORT = "SGLANG_AMD_MONO_CHECK_REPORT"
 
 OUTPUTS = {
-    "o": "the attention output: o_proj's [R, D] bf16, against SGLang's on the same hidden and residual",
+    "o": "the attention output: o_proj's [R, D] bf16, against SGLang's on the same hidden and residual, attending to "
+         "the list the launch's attention read",
     "kv": "the MLA cache rows written at a live row's out_cache_loc (pad rows' dummy slot 0 aside)",
     "index_k": "the index-K rows written there, dequantized (fp8 x its scale)",
     "topk_missed": "the count of SGLang's top-k slots a row's launch list lacks (0: the same set)",
     "topk_own": "the count of a row's own draft-chain keys (its request's slots this step, up to its own) that one "
                 "list holds and the other does not",
-    "streams": "the layer's output stream, out + residual_out in f32",
-    "out": "the MoE (or dense MLP) output",
+    "streams": "the layer's output stream, out + residual_out in f32 (SGLang's: its out on the launch's o, plus "
+               "its own residual_out)",
+    "out": "the MoE (or dense MLP) output, SGLang's on the launch's o_proj output (its own post-attention norm) and, "
+           "for the MoE, the launch's expert ids and weights",
+    "expert_ids": "the count of experts SGLang's router picks that a row's launch ids lack (0: the same set; the "
+                  "router on the launch's own post-attention norm output)",
+    "expert_weights": "a row's largest routing-weight difference, expert by expert (an expert one routing lacks "
+                      "counts as weight 0 there)",
     "logits": "the tail's f32 logits",
 }
 LAYER_METRICS = ("o.rel", "kv.max_abs", "kv.cosine", "streams.cosine", "out.rel")
+ROUTING_METRICS = ("expert_ids.max_abs", "expert_weights.max_abs")  # the MoE kinds (indexer, shared)
 INDEX_METRICS = ("index_k.max_abs", "index_k.cosine", "topk_missed.max_abs", "topk_own.max_abs")
 TAIL_METRICS = ("logits.rel",)
 
@@ -65,22 +76,32 @@ FAULTS = {
                  "lacks) before the comparison and the next layer",
     "down_scale": "every layer's launch reads its MoE down (w2) or dense down block scales x1.2 (a copy)",
     "lm_head_scale": "the tail launch reads the LM head x1.02 (a copy)",
+    "router_gate": "every MoE layer's launch reads its router's gate negated (a copy): the least likely experts "
+                   "picked",
 }
-# the copied weights of each weight fault (names in the launch kinds' tables) and their factor
-WEIGHT_FAULTS = {"o_proj_scale": (("o_proj_s",), 1.2), "kv_norm": (("kv_a_norm",), 1.2),
-                 "down_scale": (("w2_s", "down_s"), 1.2), "lm_head_scale": (("lm_head",), 1.02)}
+# the copied weights of each weight fault (names in the launch kinds' tables) and what is done to the copy, in place
+WEIGHT_FAULTS = {"o_proj_scale": (("o_proj_s",), lambda c: c.mul_(1.2)),
+                 "kv_norm": (("kv_a_norm",), lambda c: c.mul_(1.2)),
+                 "down_scale": (("w2_s", "down_s"), lambda c: c.mul_(1.2)),
+                 "lm_head_scale": (("lm_head",), lambda c: c.mul_(1.02)),
+                 "router_gate": (("gate",), lambda c: c.neg_())}
 # <output>.<metric> -> the planted fault that must fail its bound (test_audit.py runs each)
 FAULT_OF = {"o.rel": "o_proj_scale", "kv.max_abs": "kv_norm", "kv.cosine": "rope_shift",
             "index_k.max_abs": "rope_shift", "index_k.cosine": "rope_shift", "topk_missed.max_abs": "topk_swap",
             "topk_own.max_abs": "topk_swap", "streams.cosine": "rope_shift", "out.rel": "down_scale",
+            "expert_ids.max_abs": "router_gate", "expert_weights.max_abs": "router_gate",
             "logits.rel": "lm_head_scale"}
+# On a GPU the launch's fp8 index scores and SGLang's trade keys at the threshold in a clean run (16-26 of 2048 on the
+# H200, results/audit1_h200_summary.txt), which hides topk_swap's one key; rope_shift's 146-169 fail that bound there
+FAULT_OF_GPU = dict(FAULT_OF, **{"topk_missed.max_abs": "rope_shift"})
 
 
 def metric_names(kind: str) -> list[str]:
     """The bound names the auditor reports for a launch kind."""
     if kind == "tail":
         return [f"tail.{m}" for m in TAIL_METRICS]
-    ms = LAYER_METRICS + (INDEX_METRICS if kind != "shared" else ())
+    ms = (LAYER_METRICS + (ROUTING_METRICS if kind in ("indexer", "shared") else ())
+          + (INDEX_METRICS if kind != "shared" else ()))
     return [f"{kind}.{m}" for m in ms]
 
 
@@ -114,23 +135,23 @@ def attach(built: Any, *, weights: Any, per_layer: list, tail_w: dict) -> "Audit
 
 
 def _plant(built: Any, per_layer: list, tail_w: dict, fault: str) -> None:
-    """A weight fault: the launches of every width rebound to scaled copies (SGLang's tensors untouched)."""
-    names, factor = WEIGHT_FAULTS[fault]
+    """A weight fault: the launches of every width rebound to changed copies (SGLang's tensors untouched)."""
+    names, change = WEIGHT_FAULTS[fault]
     copied = 0
 
-    def scaled(t: torch.Tensor) -> torch.Tensor:
+    def changed(t: torch.Tensor) -> torch.Tensor:
         nonlocal copied
         copied += t.numel() * t.element_size()
-        return t.clone().mul_(factor)  # clone keeps SGLang's strides
+        return change(t.clone())  # clone keeps SGLang's strides
 
     if fault == "lm_head_scale":
-        tail = dict(tail_w, lm_head=scaled(tail_w["lm_head"]))
+        tail = dict(tail_w, lm_head=changed(tail_w["lm_head"]))
         for w in built.bound:
             built.bound[w]["tail"] = built.plans[w]["tail"].bind(tail, launch_id=len(built.kinds_of))
     else:
         for i, kind in enumerate(built.kinds_of):
             t = dict(per_layer[i])
-            t.update({n: scaled(t[n]) for n in names if n in t})
+            t.update({n: changed(t[n]) for n in names if n in t})
             for w in built.bound:
                 built.bound[w][i] = built.plans[w][kind].bind(t, launch_id=i)
     logger.warning("sgl-amd-mono check: planted fault %s: %s (%.2f MiB copied, read by the launches only)", fault,
@@ -217,6 +238,18 @@ def topk_disagreement(got: torch.Tensor, want: torch.Tensor, own: list) -> tuple
     return torch.tensor(missed, dtype=torch.float64), torch.tensor(own_d, dtype=torch.float64)
 
 
+def routing_disagreement(ids: torch.Tensor, weights: torch.Tensor, ids_ref: torch.Tensor,
+                         weights_ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row ([R] f64 each): the count of ids_ref's experts ids lacks, and the largest weight difference expert by
+    expert (an expert a routing lacks weighs 0 there). ids / ids_ref: [R, k] int; weights / weights_ref: [R, k] f32."""
+    n = int(max(ids.max(), ids_ref.max())) + 1 if ids.numel() else 1
+    dense = lambda i, w: torch.zeros(i.shape[0], n, dtype=torch.float64, device=i.device).scatter_add_(  # noqa: E731
+        1, i.long(), w.double())
+    missed = [len(set(r) - set(g)) for g, r in zip(ids.tolist(), ids_ref.tolist())]
+    diff = (dense(ids, weights) - dense(ids_ref, weights_ref)).abs().amax(dim=1).cpu()
+    return torch.tensor(missed, dtype=torch.float64), diff
+
+
 class Auditor:
     """The audit of one built Triton backend: `launcher(f)` gives each routed step its launch call."""
 
@@ -264,12 +297,18 @@ class Auditor:
                         topk_slots=_copy(step["topk_slots"]))
         saved = _rows(kv, ik, c.slots, dim)
         out = plan.run(layer, step if c.cos_sin_next is None else dict(step, cos_sin=c.cos_sin_next))
+        attended = _copy(out.get("topk"))  # the list the launch's attention read (topk_swap changes it after)
         if self.fault == "topk_swap" and "topk" in out:  # in the launch's own buffer: the next layer reads it
             swap_two_entries(out["topk"], out_loc=f.out_loc.tolist(), tokens=f.tokens)
-        got = {k: out[k].clone() for k in ("o", "out", "residual_out", "topk") if k in out}
+        got = {k: out[k].clone() for k in ("o", "out", "residual_out", "topk", "expert_ids", "expert_weights")
+               if k in out}
+        is_moe = "expert_ids" in got
+        parts = LaunchParts(topk=attended, o=got["o"], expert_ids=got.get("expert_ids"),
+                            expert_weights=got.get("expert_weights"),
+                            xn2=plan.scratch["xn2"].clone() if is_moe else None)  # the router's input, as launched
         launch_rows, got_rows = _rows(kv, ik, c.slots, dim), _rows(kv, ik, c.live_slots, dim)
         _put_rows(kv, ik, c.slots, saved, dim)
-        want = self.provider.layer(i, kind, x)
+        want = self.provider.layer(i, kind, x, parts)
         want_rows = _rows(kv, ik, c.live_slots, dim)
         _put_rows(kv, ik, c.slots, launch_rows, dim)  # the launch's rows, as a non-check server's step leaves them
         stream = lambda d: d["out"].float() + d["residual_out"].float()  # noqa: E731
@@ -279,6 +318,10 @@ class Auditor:
                   "streams.cosine": (nm.by_row("cosine", stream(got), stream(want)), rows),
                   "kv.max_abs": (nm.by_row("max_abs", got_rows["kv"].float(), want_rows["kv"].float()), c.live_rows),
                   "kv.cosine": (nm.by_row("cosine", got_rows["kv"].float(), want_rows["kv"].float()), c.live_rows)}
+        if is_moe:
+            ids_missed, w_diff = routing_disagreement(got["expert_ids"], got["expert_weights"], want["expert_ids"],
+                                                      want["expert_weights"])
+            values.update({"expert_ids.max_abs": (ids_missed, rows), "expert_weights.max_abs": (w_diff, rows)})
         if kind != "shared":
             gi, wi = _index_values(got_rows), _index_values(want_rows)
             missed, own = topk_disagreement(got["topk"], want["topk"], c.own)

@@ -7,7 +7,12 @@ The file holds one JSON object a line, one a (step, layer, metric):
   rows      int    the step's rows (its width, pad rows included)
   layer     int    the layer's index; the tail is the number of layers
   kind      str    the launch kind: "tokens", "dense", "indexer", "shared" or "tail"
-  metric    str    the bound's name, <kind>.<output>.<metric> (`audit.OUTPUTS` says what each output is)
+  metric    str    the bound's name, <kind>.<output>.<metric> (`audit.OUTPUTS` says what each output is,
+                   `audit.metric_names` which a kind reports): every layer's o.rel, kv.max_abs, kv.cosine,
+                   streams.cosine and out.rel; the MoE kinds' (indexer, shared) routing, expert_ids.max_abs (a
+                   count of experts) and expert_weights.max_abs; the selecting kinds' (tokens, dense, indexer)
+                   index_k.max_abs, index_k.cosine, topk_missed.max_abs and topk_own.max_abs (counts of keys);
+                   the tail's logits.rel
   value     float  the metric's worst row (a cosine's least, any other's greatest; NaN where a row is NaN)
   row       int    that row (the step's row index)
   bound     float  the bound (null: reported, not bounded by this table)

@@ -116,8 +116,14 @@ class SharedPerOp:
 
     def back(self, res, qn, qpe, kv, topk):
         """Sparse MLA over topk .. the MoE: (out, residual_out, o)."""
-        g, m, r, s = self.geo, self.mw, self.r, self.s
         x2, res2, o = self.attend(res, qn, qpe, kv, topk)
+        ids, w = self.route(x2)
+        return self.experts(x2, ids, w), res2, o
+
+    def route(self, x2):
+        """The router on x2 [R, D] bf16 (torch glue: SGLang's biased top-k, the fused expert last with weight 1):
+        (ids [R, top_k + 1] int32, weights [R, top_k + 1] f32)."""
+        g, m, r = self.geo, self.mw, self.r
         logits = x2.float() @ m.gate.float().t()
         sc = logits.sigmoid()
         ids = torch.topk(sc + m.bias, g.top_k, dim=-1)[1]
@@ -125,8 +131,15 @@ class SharedPerOp:
         w = w / (w.sum(-1, keepdim=True) + 1e-20) * g.routed_scaling
         ids = torch.cat((ids, torch.full((r, 1), g.n_routed, device=ids.device)), 1).to(torch.int32)
         w = torch.cat((w, torch.ones(r, 1, device=w.device)), 1).float().contiguous()
+        return ids, w
+
+    def experts(self, x2, ids, w):
+        """The routed and fused experts on x2 [R, D] bf16 with the routing (ids [R, k] int32, w [R, k] f32), SGLang's
+        fused-MoE Triton kernel (the alignment in torch): [R, D] bf16."""
+        g, m, r, s = self.geo, self.mw, self.r, self.s
+        ids, w = ids.to(torch.int32).contiguous(), w.float().contiguous()
         sorted_ids, exp_ids, total = self.align(ids)
-        k = g.top_k + 1
+        k = ids.shape[1]
         xq, xs = self.quant(x2.contiguous(), 128, None)
         c1 = torch.empty(r, k, 2 * s.moe_inter, dtype=torch.bfloat16, device=x2.device)
         self.moe(xq, m.w13, None, c1, xs, m.w13_s, None, w, ids, sorted_ids, exp_ids, total, False, k, self.cfg,
@@ -139,7 +152,7 @@ class SharedPerOp:
         self.moe(aq, m.w2, None, c3, as_, m.w2_s, None, w, ids, sorted_ids, exp_ids, total, True, 1, self.cfg,
                  compute_type=tl.bfloat16, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
                  use_int4_w4a16=False, per_channel_quant=False, block_shape=[128, 128])
-        return c3.float().sum(1).to(torch.bfloat16), res2, o
+        return c3.float().sum(1).to(torch.bfloat16)
 
 
 class IndexerPerOp(SharedPerOp):
@@ -230,9 +243,13 @@ class DensePerOp(IndexerPerOp):
         x, res, ql, qn, qpe = self.front(hidden, residual, cos_sin, kv_cache, out_loc)
         topk = self.index(x, ql, cos_sin, index_k_cache, out_loc, page_table, lengths)
         x2, res2, o = self.attend(res, qn, qpe, kv_cache, topk)
+        return {"out": self.mlp(x2), "residual_out": res2, "o": o, "topk": topk}
+
+    def mlp(self, x2):
+        """The dense MLP on x2 [R, D] bf16: [R, D] bf16."""
         gg, uu = self.linear(x2, self.dw.gate_up, self.dw.gate_up_s).float().chunk(2, -1)
         act = (torch.nn.functional.silu(gg) * uu).to(torch.bfloat16)
-        return {"out": self.linear(act, self.dw.down, self.dw.down_s), "residual_out": res2, "o": o, "topk": topk}
+        return self.linear(act, self.dw.down, self.dw.down_s)
 
 
 class TailPerOp:
