@@ -13,10 +13,11 @@ in rank order, as the launches read it; `allocate(nbytes, group=, device=, backe
   group: CUDA (the driver's VMM handles) and, where torch builds it, ROCm. Not yet run on several GPUs.
 - "cuda_ipc": each rank allocates its own zeroed buffer on its device and shares its IPC handle with the group
   (`torch.multiprocessing.reductions.reduce_tensor`, gathered with `all_gather_object` over a CPU / gloo group);
-  each rank opens every other's handle (`rebuild`), which maps the peer's buffer into this process (on another GPU:
-  with peer access, on the same GPU: plainly, so several processes on one GPU work too). On ROCm torch's same
-  reductions call HIP's IPC (hipIpcGetMemHandle / hipIpcOpenMemHandle), so this backend is the HIP IPC one there:
-  written for it, not run on an AMD GPU (none here). Run so far: not yet (tp_step_h200.sh is its first run).
+  each rank opens every other's handle with its own GPU current (`_ipc_open`), which maps the peer's buffer into
+  this process (from another GPU: with peer access enabled by the driver; on the same GPU plainly, so several
+  processes on one GPU work too). On ROCm torch's same reductions call HIP's IPC (hipIpcGetMemHandle /
+  hipIpcOpenMemHandle), so this backend is the HIP IPC one there: written for it, not run on an AMD GPU (none
+  here). Run so far: nowhere (tp_step_h200.sh is its first run, two processes on one H200; several GPUs: not yet).
 - "file": R processes on one host sharing host memory through files (CPU, Triton's interpreter): each rank's
   buffer a file of its own, exchanged as "cuda_ipc" exchanges handles (a path is the handle); `file_backed` is the
   older one-file form the launch tests share through a folder.
@@ -152,8 +153,19 @@ def _ipc_export(nbytes: int, device):
 
 
 def _ipc_open(handle, device) -> torch.Tensor:
+    """A peer's buffer mapped into this process, opened with this rank's GPU current: torch's rebuild opens a handle
+    on the device it names, which is the owner's; named ours, the driver maps it into this GPU's context and enables
+    peer access to the owner's GPU (cudaIpcMemLazyEnablePeerAccess), as SGLang's custom all-reduce opens its peers'.
+    On one GPU the two are the same device."""
+    import inspect
+
     rebuild, args = handle
-    with torch.cuda.device(torch.device(device)):
+    device = torch.device(device)
+    names = list(inspect.signature(rebuild).parameters)
+    if "storage_device" in names:  # torch's rebuild_cuda_tensor (2.x)
+        args = list(args)
+        args[names.index("storage_device")] = device.index if device.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(device):
         return rebuild(*args)
 
 
