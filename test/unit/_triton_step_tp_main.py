@@ -167,7 +167,11 @@ def main(folder: str) -> None:
         return
     outs = [torch.load(os.path.join(folder, f"rank{r}.pt")) for r in range(TP)]
     res["ranks_equal"] = {name: _equal(outs[0][name], outs[1][name]) for name in STEPS}
-    # the reference at TP 1 on the same checkpoint (the TP 2 shards are cut from it) and identical pools
+    # the reference at TP 1 on the same checkpoint (the TP 2 shards are cut from it) and identical pools, on a gloo
+    # port of its own (the environment's may be held by the process that started this one)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
     init_single_process_dist()
     model, cfg = build_tiny_model(is_fp8=True, seed=0, **LAUNCH_TINY_TP2)
     geo = Glm53Geometry.from_hf(cfg)
