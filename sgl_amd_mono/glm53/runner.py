@@ -100,11 +100,6 @@ class ReferenceMonokernels:
         return select
 
 
-def _tp_of(geo: Glm53Geometry, weights: ModelWeights) -> int:
-    """The TP size the loaded shards are cut for (local heads of q_b against the model's)."""
-    return geo.heads // (weights.layers[0].attn.q_b.shape[0] // geo.qk_head)
-
-
 def _triton_options(geo: Glm53Geometry, ctx: Any, device: torch.device, on_error: str):
     """The launches' build options: SGLang's deadline, the model's longest context, what a failed wait does, and
     on a CPU host (tests: Triton's interpreter) one program in stage order."""
@@ -118,7 +113,7 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str, on_error: str =
     """The built object SGLang's binding installs. ctx: SGLang's BuildContext (isa, widths, ...).
 
     backend "reference" binds the model's weights in place (copies logged) and returns the torch
-    step; "triton" builds every launch of every width (`runner_triton.build_triton`; on_error: "fault" in a
+    step (TP 1 only); "triton" builds every launch of every width (`runner_triton.build_triton`; on_error: "fault" in a
     server's build, "drain" in the check tools'); any other backend raises ValueError.
     """
     if backend not in BACKENDS:
@@ -126,11 +121,11 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str, on_error: str =
     start = time.perf_counter()
     geo = Glm53Geometry.from_hf(hf_config)
     weights = bind_model(model, geo)
+    tp = weights.tp
     if backend == "triton":
         from sgl_amd_mono.glm53.runner_triton import build_triton
 
         device = model.lm_head.weight.device
-        tp = _tp_of(geo, weights)
         rule = serving(ctx.isa, tp)
         for what in rule.unverified:
             logger.warning("sgl-amd-mono: UNVERIFIED (SGLANG_AMD_MONO_UNVERIFIED=1): %s", what)
@@ -141,6 +136,8 @@ def build(model: Any, hf_config: Any, ctx: Any, *, backend: str, on_error: str =
                     "faults the GPU at address 0x0" if on_error == "fault" else "drains and is reported",
                     DRAFT_NOTE, rule.evidence or "nothing (" + "; ".join(rule.unverified or rule.reasons) + ")")
         return built
+    if tp != 1:  # its embedding, o_proj, MoE and dense sums are this rank's alone: no all-reduce runs in it
+        raise ValueError(f"sgl-amd-mono: the reference backend runs TP 1 only (the model is sharded for TP {tp})")
     logger.info("sgl-amd-mono reference GLM-5.3 on %s: widths %s bound in %.2f s, copies %.2f MiB",
                 ctx.isa, list(ctx.widths), time.perf_counter() - start, weights.copies_bytes / 2**20)
     return ReferenceMonokernels(model=model, geo=geo, weights=weights, widths=tuple(ctx.widths))

@@ -12,7 +12,18 @@ A step: the step tables copied into the width's buffers (small torch copies and 
 cos_sin_cache rows, no host sync), the launches in layer order (each reads the previous one's outputs in place),
 then SGLang's logits processor on the tail's normed rows with its `_get_logits` answering the tail's logits
 (bound at build, active only inside a routed step): pruning, logprobs and sampling stay SGLang's, and SGLang's
-LM head does not run again. TP 1 only: at TP > 1 the partial sums need the cross-rank launches.
+LM head does not run again.
+
+At TP > 1 each rank builds its own launches (`rank=`: SGLang's TP group, `tp_group.py`) over SGLang's loaded shards
+as they are (the embedding's and LM head's vocab rows, q_b / W_UK / W_UV by head, o_proj's input columns, every
+expert's and the dense MLP's intermediate columns: `weights.py`), and the launches exchange their partials
+themselves (o_proj, the MoE and MLP downs, layer 0's embedding rows, the tail's logits: each kind's `Exchange`
+regions), so no SGLang collective runs in a routed step. Build is all or nothing: every rank's outcome of its local
+build is agreed over the group before any peer buffer is allocated, then one peer buffer a plan (`peer.allocate`,
+every rank or none) is attached, and a barrier ends it. Every rank writes its own (replicated) MLA and index-K cache
+rows. The tail's logits are every rank's vocab shard gathered in rank order, [R, TP x V / TP] f32: what SGLang's
+`LogitsProcessor._get_logits` returns at TP > 1 (its all-gather of the shards, sliced to `vocab_size`), handed on as
+they are, since a vocab SGLang pads (to a multiple of 64, x TP where 64 rows do not split) is refused at build.
 
 With SGLANG_AMD_MONO_CHECK=1 build attaches the auditor (`audit.py`): routed steps run eagerly and each launch goes
 through it; unset, it is never imported and each launch is called directly.
@@ -120,11 +131,12 @@ def _launch(plan: Any, layer: Any, step: dict) -> dict:
 
 
 class TritonMonokernels:
-    """Whole DECODE / TARGET_VERIFY steps of one GLM-5.3 model as launches (TP 1)."""
+    """Whole DECODE / TARGET_VERIFY steps of one GLM-5.3 model as launches (one rank's at TP > 1)."""
 
     def __init__(self, *, model: Any, geo: Glm53Geometry, plans: dict, bound: dict, kinds_of: list, buffers: dict,
-                 cos_sin_cache: torch.Tensor):
+                 cos_sin_cache: torch.Tensor, tp: int = 1, rank: int = 0):
         self.model, self.geo, self.plans, self.bound = model, geo, plans, bound
+        self.tp, self.rank = tp, rank
         self.kinds_of, self.buffers, self.cos_sin_cache = kinds_of, buffers, cos_sin_cache
         self.widths = tuple(sorted(buffers))
         self.audit = None  # SGLANG_AMD_MONO_CHECK=1: glm53/audit.py's Auditor (build_triton attaches it)
@@ -188,17 +200,55 @@ class TritonMonokernels:
 
 
 def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any, *, tp: int, device,
-                 tiles=None, options: Optional[LaunchOptions] = None) -> TritonMonokernels:
+                 tiles=None, options: Optional[LaunchOptions] = None, tp_group=None) -> TritonMonokernels:
     """Every launch of every width built and bound at startup (the build of one kind fails the server with the
     launch and the reason). options: the launches' build options (max_context: the longest context a page
-    table holds, default the model's max positions)."""
+    table holds, default the model's max positions). tp_group: this rank's `tp_group.TpGroup` at TP > 1 (default
+    SGLang's TP group)."""
+    from sgl_amd_mono.glm53 import tp_group as tpg
+
+    group = None
+    if tp > 1:
+        group = tp_group or tpg.sglang_tp_group(tp)
+    why, built, per_layer, tail_w = "", None, None, None
+    try:  # a failure here on one rank must stop every rank before the peer buffers' collectives
+        built, per_layer, tail_w = _build_rank(model, geo, weights, ctx, tp=tp, rank=group.rank if group else 0, device=device,
+                            tiles=tiles, options=options)
+    except Exception as e:  # noqa: BLE001 (at TP 1 raised as it is; at TP > 1 agreed first)
+        if group is None:
+            raise
+        why = f"{type(e).__name__}: {e}"
+    if group is not None:
+        tpg.agree(group, why, what="the launches' build")
+        backend = tpg.peer_backend(device)
+        t0 = time.perf_counter()
+        plans = [p for w in sorted(built.plans) for _, p in sorted(built.plans[w].items())]
+        nbytes = tpg.attach_peer_buffers(plans, group, device=device, backend=backend)
+        logger.info("sgl-amd-mono triton GLM-5.3 rank %d of %d: %d peer buffers (%s), %.2f MiB, set up in %.1f s",
+                    group.rank, tp, len(plans), backend, nbytes / 2**20, time.perf_counter() - t0)
+    if os.environ.get("SGLANG_AMD_MONO_CHECK") == "1":  # the auditor, imported only when asked for
+        if tp != 1:
+            raise ValueError("SGLANG_AMD_MONO_CHECK=1: the auditor runs TP 1 only (SGLang's path for a layer at "
+                             "TP > 1 needs its all-reduce inside a routed step)")
+        from sgl_amd_mono.glm53.audit import attach
+
+        attach(built, weights=weights, per_layer=per_layer, tail_w=tail_w)
+    return built
+
+
+def _build_rank(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any, *, tp: int, rank: int, device,
+                tiles, options: Optional[LaunchOptions]) -> tuple[TritonMonokernels, list, dict]:
+    """(this rank's launches built and bound, each layer's tensors, the tail's): no collective."""
     from sgl_amd_mono.backends.triton import kinds
     from sgl_amd_mono.backends.triton.tiles import Tiles
 
-    if tp != 1:
-        raise ValueError(f"tp {tp}: the launches' partial sums need the cross-rank launches (not yet built); TP 1 only")
     kinds_of = layer_kinds(geo)
     per_layer, tail_w, copied = layer_weights(geo, weights, model.lm_head.weight)
+    gathered = int(model.lm_head.weight.shape[0]) * tp
+    if gathered != geo.vocab or int(model.logits_processor.vocab_size) != geo.vocab:
+        raise ValueError(f"lm_head holds {model.lm_head.weight.shape[0]} vocab rows a rank at TP {tp} ({gathered} "
+                         f"gathered) for vocab_size {geo.vocab}: SGLang padded the vocab, and the tail hands on every "
+                         f"rank's rows unpadded")
     caches = {lw.cos_sin_cache.data_ptr() for lw in weights.layers}
     if len(caches) != 1 and not all(torch.equal(lw.cos_sin_cache, weights.layers[0].cos_sin_cache)
                                     for lw in weights.layers):
@@ -219,7 +269,7 @@ def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any
         for kind in sorted(set(kinds_of)) + ["tail"]:
             try:
                 plans[w][kind] = kinds.plan(kind, geo, tp=tp, width=w, kv_dtype=_kv_dtype(model), device=device,
-                                            options=opts, tiles=tiles)
+                                            options=opts, tiles=tiles, rank=rank)
             except ValueError as e:
                 raise ValueError(f"width {w}, {kind} launch: {e}") from None
         for i, kind in enumerate(kinds_of):
@@ -231,12 +281,8 @@ def build_triton(model: Any, geo: Glm53Geometry, weights: ModelWeights, ctx: Any
                     time.perf_counter() - t_all)
     logger.info("sgl-amd-mono triton GLM-5.3: launch copies %.2f MiB (bf16 W_UK / W_UV of fp8 ones)", copied / 2**20)
     built = TritonMonokernels(model=model, geo=geo, plans=plans, bound=bound, kinds_of=kinds_of, buffers=buffers,
-                              cos_sin_cache=weights.layers[0].cos_sin_cache)
-    if os.environ.get("SGLANG_AMD_MONO_CHECK") == "1":  # the auditor, imported only when asked for
-        from sgl_amd_mono.glm53.audit import attach
-
-        attach(built, weights=weights, per_layer=per_layer, tail_w=tail_w)
-    return built
+                              cos_sin_cache=weights.layers[0].cos_sin_cache, tp=tp, rank=rank)
+    return built, per_layer, tail_w
 
 
 def _kv_dtype(model: Any) -> torch.dtype:

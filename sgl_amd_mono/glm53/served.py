@@ -1,11 +1,12 @@
 """Which configurations the launches serve by default: only those whose launches have run on that hardware.
 
 A configuration is an (ISA, TP size). The launches build it when the Triton lowering covers the ISA and the TP
-size is one the launches reduce for (TP 1 today: TP > 1 needs the cross-rank pushes). A built configuration is
-served by default only where a whole step of it ran on that hardware, with the results log that shows it
-(`RAN`). Any other built configuration is refused at startup unless `SGLANG_AMD_MONO_UNVERIFIED=1` is set; then
-the startup log warns and names what is unverified. A configuration the launches cannot build is refused
-whatever the variable says. The spec's startup check (`config_disable_reasons`), `explain` and the build all ask
+size is one they exchange their partials for (`BUILT_TP`: 1, and 2 / 4 / 8, whose partial sums the launches push
+to every rank and sum in rank order themselves). A built configuration is served by default only where a whole
+step of it ran on that hardware, with the results log that shows it (`RAN`). Any other built configuration is
+refused at startup unless `SGLANG_AMD_MONO_UNVERIFIED=1` is set; then the startup log warns and names what is
+unverified (`what_is_unverified`: at TP > 1 on sm_90, that no whole step ran on several GPUs and where the
+cross-rank pushes did run). A configuration the launches cannot build is refused whatever the variable says. The spec's startup check (`config_disable_reasons`), `explain` and the build all ask
 `serving`; nothing else decides it.
 
 The MTP draft model (GlmMoeDsaForCausalLMNextN) is not a launch model: its draft steps stay on SGLang's path.
@@ -21,12 +22,16 @@ UNVERIFIED_ENV = "SGLANG_AMD_MONO_UNVERIFIED"
 
 # ISA -> the lowering whose launches run a whole step there ("compiles for gfx950" is all the AMD entries claim)
 BACKEND_OF_ISA = {"sm_90": "triton", "gfx950": "triton", "gfx942": "triton"}
-BUILT_TP = (1,)  # TP sizes the launches build: their partial sums need the cross-rank pushes at TP > 1
+BUILT_TP = (1, 2, 4, 8)  # TP sizes the launches build (at TP > 1 every kind exchanges its partials in the launch)
 # (ISA, TP) whose whole step ran on that hardware -> the results log that shows it
 RAN: dict[tuple[str, int], str] = {
     ("sm_90", 1): "test/kernels/glm53/results/step3_h200_check_step_bf16.log",  # and ..._fp8.log
 }
 DRAFT_NOTE = "the MTP draft model (GlmMoeDsaForCausalLMNextN) runs on SGLang's own path"
+# where the cross-rank pushes have run so far (none of it a whole step on several GPUs): update with each run
+TP_PUSHES_RAN = ("the cross-rank pushes ran only as processes under Triton's interpreter on CPU (test_tp_launch.py: "
+                 "each kind at TP 2; test_tp_step.py: a whole step at TP 2); emulated ranks on one H200 (tp_h200.sh) "
+                 "and two processes on one H200 (tp_step_h200.sh) are prepared, not yet run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +58,21 @@ def serving(isa: str, tp: int, env: Optional[Mapping[str, str]] = None) -> Servi
     if isa not in BACKEND_OF_ISA:
         reasons.append(f"no launch lowering builds a GLM-5.3 step on {isa} (lowerings: {sorted(BACKEND_OF_ISA)})")
     if tp not in BUILT_TP:
-        reasons.append(f"tp {tp}: the launches build TP {list(BUILT_TP)} only (at TP > 1 their partial sums need "
-                       f"the cross-rank pushes, not built yet)")
+        reasons.append(f"tp {tp}: the launches build TP {list(BUILT_TP)} only")
     evidence = RAN.get((isa, tp))
     if not reasons and evidence is None:
-        what = f"{BACKEND_OF_ISA[isa]} launches at TP {tp} on {isa}: no whole step of them has run on {isa}"
+        what = what_is_unverified(isa, tp)
         if is_unverified_allowed(env):
             unverified.append(what)
         else:
             ran = ", ".join(f"{i} TP {t}" for i, t in sorted(RAN)) or "none"
             reasons.append(f"{what} (served by default: {ran}; {UNVERIFIED_ENV}=1 runs it anyway, unverified)")
     return Serving(reasons=tuple(reasons), unverified=tuple(unverified), evidence=evidence)
+
+
+def what_is_unverified(isa: str, tp: int) -> str:
+    """What has not run of a built configuration that `RAN` lacks, as one plain fact."""
+    what = f"{BACKEND_OF_ISA[isa]} launches at TP {tp} on {isa}: "
+    if tp > 1 and any(i == isa for i, _ in RAN):  # this hardware ran whole steps, on one GPU
+        return what + f"no whole step of them has run on several GPUs; {TP_PUSHES_RAN}"
+    return what + f"no whole step of them has run on {isa}"

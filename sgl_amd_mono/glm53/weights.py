@@ -1,9 +1,11 @@
 """Bind a loaded SGLang GlmMoeDsaForCausalLM's weights, in place, into the oracle's dataclasses.
 
 Every tensor is SGLang's own parameter (no copy) except the few named in `COPIES`, each logged
-with its size. Shapes and dtypes are checked against the geometry; anything unexpected raises a
-ValueError naming the tensor. Refused: aiter-shuffled weights (`is_shuffled` /
-`aiter_bpreshuffled`), which the oracle does not read.
+with its size. Shapes and dtypes are checked against the geometry at the model's TP size (SGLang's shards as they
+are: the embedding's and LM head's vocab rows, q_b's and W_UK / W_UV's heads, o_proj's input columns, every
+expert's and the dense MLP's intermediate columns; the rest replicated); anything unexpected raises a ValueError
+naming the tensor. Refused: aiter-shuffled weights (`is_shuffled` / `aiter_bpreshuffled`), which the oracle does
+not read.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ class LayerWeights:
 
 @dataclasses.dataclass
 class ModelWeights:
-    embed: torch.Tensor  # model.embed_tokens.weight [V, D] bf16
+    embed: torch.Tensor  # model.embed_tokens.weight [V / tp, D] bf16: this rank's vocab rows
     layers: list
     final_norm: torch.Tensor  # model.norm.weight [D] bf16
     copies_bytes: int  # bytes of the COPIES made
+    tp: int = 1  # the TP size SGLang sharded the model for (model.embed_tokens.tp_size)
 
 
 def _check(name: str, t: Optional[torch.Tensor], shape: tuple, dtypes: tuple) -> torch.Tensor:
@@ -71,9 +74,11 @@ def _norm(name: str, t: torch.Tensor, n: int) -> torch.Tensor:
     return _check(name, t, (n,), (BF16, torch.float32))
 
 
-def bind_attention(geo: Glm53Geometry, layer: Any, i: int) -> AttentionWeights:
+def bind_attention(geo: Glm53Geometry, layer: Any, i: int, *, tp: int = 1) -> AttentionWeights:
     p, a = f"model.layers.{i}", layer.self_attn
     heads = a.num_local_heads
+    if heads != geo.shard(tp).heads:
+        raise ValueError(f"{p}.self_attn.num_local_heads {heads} is not num_attention_heads {geo.heads} / tp {tp}")
     qkv_a, qkv_a_s = _linear(f"{p}.self_attn.fused_qkv_a_proj_with_mqa", a.fused_qkv_a_proj_with_mqa, geo.qkv_a_out, geo.hidden)
     q_b, q_b_s = _linear(f"{p}.self_attn.q_b_proj", a.q_b_proj, heads * geo.qk_head, geo.q_lora)
     o, o_s = _linear(f"{p}.self_attn.o_proj", a.o_proj, geo.hidden, heads * geo.v_head)
@@ -120,11 +125,12 @@ def bind_indexer(geo: Glm53Geometry, layer: Any, i: int) -> IndexerWeights:
     )
 
 
-def bind_moe(geo: Glm53Geometry, layer: Any, i: int) -> tuple[MoeWeights, int]:
+def bind_moe(geo: Glm53Geometry, layer: Any, i: int, *, tp: int = 1) -> tuple[MoeWeights, int]:
     """The routed experts, with SGLang's shared_experts stacked in as expert n_routed when SGLang left it
-    unfused (the one copy). Returns (weights, bytes copied)."""
+    unfused (the one copy: its TP shard, the same intermediate columns as every expert's). Returns (weights, bytes
+    copied)."""
     p, mlp = f"model.layers.{i}.mlp", layer.mlp
-    e, inter = geo.n_routed, geo.moe_inter // max(1, mlp.tp_size)
+    e, inter = geo.n_routed, geo.shard(tp).moe_inter
     ex = mlp.experts
     n_fused = int(getattr(mlp, "num_fused_shared_experts", 0) or 0)
     w13 = _check(f"{p}.experts.w13_weight", ex.w13_weight, (e + n_fused, 2 * inter, geo.hidden), (FP8, BF16))
@@ -154,26 +160,29 @@ def bind_moe(geo: Glm53Geometry, layer: Any, i: int) -> tuple[MoeWeights, int]:
     return MoeWeights(gate=gate, bias=bias, w13=w13, w13_s=w13_s, w2=w2, w2_s=w2_s), copied
 
 
-def bind_dense(geo: Glm53Geometry, layer: Any, i: int) -> DenseWeights:
+def bind_dense(geo: Glm53Geometry, layer: Any, i: int, *, tp: int = 1) -> DenseWeights:
+    """The dense MLP's TP shard (a replicated one, SGLang's fully data-parallel dense FFN, fails its shape check)."""
     p, mlp = f"model.layers.{i}.mlp", layer.mlp
-    inter = geo.dense_inter // max(1, getattr(mlp, "tp_size", 1))
+    inter = geo.shard(tp).dense_inter
     gu, gu_s = _linear(f"{p}.gate_up_proj", mlp.gate_up_proj, 2 * inter, geo.hidden)
     dn, dn_s = _linear(f"{p}.down_proj", mlp.down_proj, geo.hidden, inter)
     return DenseWeights(gate_up=gu, gate_up_s=gu_s, down=dn, down_s=dn_s)
 
 
 def bind_model(model: Any, geo: Glm53Geometry) -> ModelWeights:
-    """All layers' weights of `model` (an SGLang GlmMoeDsaForCausalLM), checked against `geo`."""
+    """All layers' weights of `model` (an SGLang GlmMoeDsaForCausalLM), checked against `geo` at the model's TP
+    size (its embedding's `tp_size`)."""
     m = model.model
+    tp = int(getattr(m.embed_tokens, "tp_size", 1))
     if len(m.layers) != geo.n_layers:
         raise ValueError(f"model.layers has {len(m.layers)} layers, hf_config says {geo.n_layers}")
     layers, copied = [], 0
     for i, layer in enumerate(m.layers):
         if geo.is_moe_layer(i):
-            ffn, nbytes = bind_moe(geo, layer, i)
+            ffn, nbytes = bind_moe(geo, layer, i, tp=tp)
             copied += nbytes
         else:
-            ffn = bind_dense(geo, layer, i)
+            ffn = bind_dense(geo, layer, i, tp=tp)
         has_indexer = getattr(layer.self_attn, "indexer", None) is not None
         if has_indexer != geo.runs_indexer[i]:
             raise ValueError(f"model.layers.{i}.self_attn.indexer is {'present' if has_indexer else 'absent'}, "
@@ -181,12 +190,12 @@ def bind_model(model: Any, geo: Glm53Geometry) -> ModelWeights:
         if i == 0 and not geo.runs_indexer[0]:
             raise ValueError("layer 0 reuses a top-k, but no earlier layer computes one")
         layers.append(LayerWeights(
-            attn=bind_attention(geo, layer, i), ffn=ffn,
+            attn=bind_attention(geo, layer, i, tp=tp), ffn=ffn,
             indexer=bind_indexer(geo, layer, i) if has_indexer else None,
             cos_sin_cache=layer.self_attn.rotary_emb.cos_sin_cache,
         ))
     if copied:
         logger.info("sgl-amd-mono reference: weight copies %.2f MiB: %s", copied / 2**20, "; ".join(COPIES))
-    embed = _check("model.embed_tokens.weight", m.embed_tokens.weight, (geo.vocab, geo.hidden), (BF16,))
+    embed = _check("model.embed_tokens.weight", m.embed_tokens.weight, (geo.shard(tp).vocab, geo.hidden), (BF16,))
     return ModelWeights(embed=embed, layers=layers, final_norm=_norm("model.norm.weight", m.norm.weight, geo.hidden),
-                        copies_bytes=copied)
+                        copies_bytes=copied, tp=tp)

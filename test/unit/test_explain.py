@@ -34,11 +34,23 @@ def test_gfx950_is_refused_unless_unverified_is_set(capsys, monkeypatch):
     assert out.strip().endswith("served")
 
 
-def test_tp_above_1_is_refused_even_unverified(capsys, monkeypatch):
+def test_tp8_on_sm90_is_refused_naming_why_and_served_unverified(capsys, monkeypatch):
+    monkeypatch.delenv(served.UNVERIFIED_ENV, raising=False)
+    code, out, _ = run(capsys, "--model", "glm-5.3", "--tp", "8", "--isa", "sm_90")
+    assert code == 1 and "triton launches at TP 8 on sm_90: no whole step of them has run on several GPUs" in out, out
+    assert "SGLANG_AMD_MONO_UNVERIFIED=1" in out and out.count("\n  - ") == 1, out
     monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
-    for isa in ("sm_90", "gfx950"):
-        code, out, _ = run(capsys, "--tp", "8", "--isa", isa)
-        assert code == 1 and "tp 8: the launches build TP [1] only" in out, out
+    code, out, _ = run(capsys, "--model", "glm-5.3", "--tp", "8", "--isa", "sm_90")
+    assert code == 0, out
+    assert "decode batch 8 x 1 = 8 rows" in out and "(unverified: the startup log warns)" in out
+    assert ("UNVERIFIED (SGLANG_AMD_MONO_UNVERIFIED=1): triton launches at TP 8 on sm_90: no whole step of them has "
+            "run on several GPUs") in out and out.strip().endswith("served")
+
+
+def test_tp_not_built_is_refused_even_unverified(capsys, monkeypatch):
+    monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
+    code, out, _ = run(capsys, "--tp", "3", "--isa", "sm_90")
+    assert code == 1 and "tp 3: the launches build TP [1, 2, 4, 8] only" in out, out
 
 
 def test_mtp_verify_keys_at_tp1(capsys, monkeypatch):

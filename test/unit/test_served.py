@@ -26,7 +26,11 @@ def test_every_served_configuration_cites_a_results_log_that_exists():
     ("gfx950", 1, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, False, True),
     ("gfx942", 1, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, False, True),
     ("gfx950", 1, {"SGLANG_AMD_MONO_UNVERIFIED": "yes"}, True, False),  # only "1" opts in
-    ("sm_90", 8, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, True, False),  # not built: refused whatever the variable
+    ("sm_90", 8, {}, True, False),  # built, never run on several GPUs
+    ("sm_90", 2, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, False, True),
+    ("sm_90", 8, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, False, True),
+    ("gfx950", 8, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, False, True),
+    ("sm_90", 3, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, True, False),  # not built: refused whatever the variable
     ("sm_100", 1, {"SGLANG_AMD_MONO_UNVERIFIED": "1"}, True, False),
 ])
 def test_rule(isa, tp, env, refused, unverified):
@@ -54,13 +58,26 @@ def test_startup_check_asks_the_rule_for_this_hosts_gpu(monkeypatch, isa, want):
         assert any(want in r for r in reasons)
 
 
-def test_startup_check_refuses_tp_above_1_on_any_isa(monkeypatch):
+def test_tp_above_1_names_what_has_not_run():
+    """TP > 1 on sm_90 (where TP 1 ran whole steps): refused naming the several GPUs no step has run on and where
+    the pushes did run; with the variable served, the same fact its unverified note. On gfx950: nothing has run."""
+    s = served.serving("sm_90", 8, {})
+    assert len(s.reasons) == 1 and "no whole step of them has run on several GPUs" in s.reasons[0], s
+    assert "Triton's interpreter" in s.reasons[0] and served.UNVERIFIED_ENV in s.reasons[0], s
+    s = served.serving("sm_90", 8, {served.UNVERIFIED_ENV: "1"})
+    assert s.is_served and s.evidence is None and s.unverified == (served.what_is_unverified("sm_90", 8),), s
+    assert served.what_is_unverified("gfx950", 8).endswith("no whole step of them has run on gfx950")
+
+
+def test_startup_check_serves_tp_above_1_only_unverified(monkeypatch):
     import sglang.srt.kernel_plugins.amd.binding as binding
 
-    monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
     for isa in ("gfx950", "sm_90"):
         monkeypatch.setattr(binding, "device_isa", lambda isa=isa: isa)
         cfg = _Cfg()
         cfg.tp_size = 2
+        monkeypatch.delenv(served.UNVERIFIED_ENV, raising=False)
         reasons = glm53_spec.SPEC.config_disable_reasons(cfg, load_hf_config("glm-5.3"))
-        assert any("tp 2: the launches build TP [1] only" in r for r in reasons), reasons
+        assert reasons == [r for r in reasons if "triton launches at TP 2 on " + isa in r] and reasons, reasons
+        monkeypatch.setenv(served.UNVERIFIED_ENV, "1")
+        assert glm53_spec.SPEC.config_disable_reasons(cfg, load_hf_config("glm-5.3")) == []

@@ -1,8 +1,8 @@
 """A tiny GlmMoeDsaForCausalLM built from SGLang 0.5.23's own classes on CPU, with synthetic
 checkpoint-named weights (bf16 or block-FP8), for tests that drive the plugin through SGLang.
 
-Recipe from ../shared/examples/glm53_cpu_fp8_probe.py: single-process gloo groups, a published
-ServerArgs(device="cpu"), and two rope monkeypatches (the CPU rope factory asserts yarn-only;
+Recipe from ../shared/examples/glm53_cpu_fp8_probe.py: single-process gloo groups (or one process a rank of a TP
+group: `init_tp_dist`), a published ServerArgs(device="cpu"), and two rope monkeypatches (the CPU rope factory asserts yarn-only;
 RotaryEmbedding imports vllm off-GPU).
 """
 
@@ -33,24 +33,39 @@ _IS_DIST_READY = False
 def init_single_process_dist(**server_args: Any) -> None:
     """Single-process gloo TP/PP groups and a published CPU ServerArgs (once per process; server_args: more of its
     fields, e.g. kv_cache_dtype)."""
-    global _IS_DIST_READY
-    if _IS_DIST_READY:
-        return
     for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29633"), ("RANK", "0"),
                        ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
         os.environ.setdefault(key, value)
+    init_tp_dist(rank=0, world=1, **server_args)
+
+
+def init_tp_dist(*, rank: int, world: int, **server_args: Any) -> None:
+    """This process as rank `rank` of a TP group of `world` CPU processes (gloo; MASTER_ADDR / MASTER_PORT set by the
+    caller) and a published CPU ServerArgs at tp_size `world` (once per process)."""
+    global _IS_DIST_READY
+    if _IS_DIST_READY:
+        return
     from sglang.srt.distributed import parallel_state
     from sglang.srt.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
     from sglang.srt.runtime_context import SpawnRanks, get_parallel, publish, reset_context
     from sglang.srt.server_args import ServerArgs
 
     if not torch.distributed.is_initialized():
-        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
+        init_distributed_environment(world_size=world, rank=rank, local_rank=rank, backend="gloo")
     reset_context()
-    publish(ServerArgs(model_path="dummy", tp_size=1, ep_size=1, pp_size=1, device="cpu", **server_args),
-            role="test", ranks=SpawnRanks(world_rank=0))
+    publish(ServerArgs(model_path="dummy", tp_size=world, ep_size=1, pp_size=1, device="cpu", **server_args),
+            role="test", ranks=SpawnRanks(world_rank=rank))
     if parallel_state._WORLD is not None:
         get_parallel().override_permanently(world_group=parallel_state._WORLD)
+    if world > 1:  # a group of several ranks builds SGLang's GPU communicators (PyNccl, ...) unless told not to
+        make_group = parallel_state.init_model_parallel_group
+
+        def cpu_group(*args, **kwargs):
+            kwargs.update(use_pynccl=False, use_custom_allreduce=False, use_mscclpp=False,
+                          use_torch_symm_mem_allreduce=False)
+            return make_group(*args, **kwargs)
+
+        parallel_state.init_model_parallel_group = cpu_group
     initialize_model_parallel(backend="gloo")
     # CPU rope: the factory's CPU branch asserts yarn-only, and RotaryEmbedding imports vllm off-GPU.
     import sglang.srt.layers.attention.dsa.dsa_indexer as dsa_indexer
