@@ -29,8 +29,9 @@ class LaunchOptions:
     trace: bool = False  # NVIDIA timing builds only: every program stamps the global timer at each stage
     count_tasks: bool = False  # interpreter checks: count the tasks each stage runs
     max_context: int = 0  # tokens a row may read at most (kinds that read a request's whole context); 0: the model's
-    # timing variants only (the push-free A/B of time_layers --tp-emulate): at TP > 1 each rank keeps its partial
-    # (the kernels' TP 1 path at the TP shard: no push, no cross-rank sum; results are one rank's partials)
+    # one rank's launch alone at a TP > 1 shard: it keeps its partials (the kernels' TP 1 path at the shard: no push,
+    # no cross-rank sum, no peer buffers). The single-GPU check and timing tools' runs of a TP shard, and the
+    # push-free A/B of time_layers --tp-emulate; never a server's build (its outputs are one rank's partials)
     local_partials: bool = False
     # on a missed wait or a bad input: "drain" (check builds: the launch ends, the host reads the error word) or
     # "fault" (serving builds: the error word's host copy written, then a GPU fault at address 0x0; common/guard.py)

@@ -78,7 +78,10 @@ class Launches:
             from sgl_amd_mono.backends.triton.tiles import Tiles
             from sgl_amd_mono.glm53.layer import layer_tensors
 
-            plan = kinds.plan("shared", geo, tp=8, width=width, kv_dtype=kv_dtype, device="cuda", tiles=Tiles())
+            from sgl_amd_mono.common.launch import LaunchOptions
+
+            plan = kinds.plan("shared", geo, tp=8, width=width, kv_dtype=kv_dtype, device="cuda", tiles=Tiles(),
+                              options=LaunchOptions(local_partials=True))  # one rank alone at the TP8 shard
             bound = [plan.bind(layer_tensors(aw, mw), launch_id=i) for i, (aw, mw) in enumerate(layers)]
             self.calls = [lambda st, kv, b=b: plan.run(b, dict(vars(st), kv_cache=kv)) for b in bound]
 

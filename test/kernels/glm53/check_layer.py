@@ -1,4 +1,5 @@
-"""GPU check of a launch kind against its oracle at GLM-5.3's TP-shard shapes (kinds: `registry.py`).
+"""GPU check of a launch kind against its oracle at GLM-5.3's TP-shard shapes (kinds: `registry.py`): one rank's launch
+alone, keeping its partials (`registry.rank_alone`), against the oracle on that rank's shard.
 
 torchrun --nproc-per-node 1 test/kernels/glm53/check_layer.py [--kind shared] [--tp 8 1] [--widths 1 2 4 8]
   [--contexts 8192 131072] [--kv bf16 fp8] [--stop-after STAGE|all] [--controls all|none] [--dump DIR]
@@ -44,7 +45,7 @@ def plan_for(kind, geo, tp, width, kv_dtype, options):
     key = (kind, tp, width, kv_dtype, options)
     if key not in PLANS:
         PLANS[key] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kv_dtype, device="cuda", tiles=TILES,
-                                options=options)
+                                options=registry.rank_alone(options, tp))
     return PLANS[key]
 
 
@@ -177,7 +178,8 @@ def check_deadline(kc, geo, tp):
     table = kinds.get(kc.name).table  # a missed arrival at attn (the layer kinds), else at the first stage
     stage = table.stage_id("attn") if "attn" in table.stage_names() else 0
     plan = kinds.plan(kc.name, geo, tp=tp, width=1, kv_dtype=torch.bfloat16, device="cuda", tiles=TILES,
-                      options=dataclasses.replace(kc.options(8192), deadline_s=0.05, skip_arrive=stage))
+                      options=registry.rank_alone(dataclasses.replace(kc.options(8192), deadline_s=0.05,
+                                                                      skip_arrive=stage), tp))
     layer = plan.bind(kc.tensors(weights), launch_id=3)  # compiles
     t = time.time()
     plan.run(layer, step_dict(step, fresh_caches(kc, step)))

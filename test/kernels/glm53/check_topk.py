@@ -167,8 +167,8 @@ def main():
     for ctx in contexts:
         for shape in args.shapes:
             sh = shape_of(shape, geo, ctx)
-            opts = LaunchOptions(max_context=registry.max_context(ctx), placement="sequential" if cpu else "persistent",
-                                 skip_mask=skip_mask)
+            opts = registry.rank_alone(LaunchOptions(max_context=registry.max_context(ctx), skip_mask=skip_mask,
+                                                     placement="sequential" if cpu else "persistent"), tp)
             plan = kinds.plan("indexer", geo, tp=tp, width=sh["width"], kv_dtype=torch.bfloat16, device=args.device,
                               tiles=tiles, options=opts)
             layer = plan.bind(kc.tensors(weights), launch_id=1)

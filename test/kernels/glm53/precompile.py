@@ -62,7 +62,9 @@ def warm(job: tuple) -> str:
         opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
                                    deadline_s=0.05 if skip else deadline, trace=bool(int(trace or 0)))
         tiles = Tiles().with_spec(spec)
-        if int(emu or 0):
+        if not int(emu or 0):  # one rank alone at its shard, as the check and timing scripts build it
+            opts = registry.rank_alone(opts, tp)
+        else:
             import tp_emulate
 
             tiles = tp_emulate.rank_tiles(tiles, kind, geo, tp=tp, width=width)

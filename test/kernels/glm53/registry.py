@@ -73,6 +73,12 @@ class KindCheck:
         return {n: getattr(step, n) for n in ("kv_cache", "index_k_cache") if hasattr(step, n)}
 
 
+def rank_alone(options, tp: int):
+    """The build options of one rank's launch run alone at a TP shard (the single-GPU checks and timings): at TP > 1
+    it keeps its partials (`LaunchOptions.local_partials`), as the oracle on that rank's shard computes them."""
+    return dataclasses.replace(options, local_partials=tp > 1)
+
+
 def changed_slots(name, before, after) -> set:
     """The slots whose row a launch changed in cache `name` (the index-K cache: a key's bytes or its scale in its
     page; the MLA cache: its rows)."""

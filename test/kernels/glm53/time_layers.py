@@ -36,7 +36,7 @@ class Layers:
     own copies of the step's caches, `caches`)."""
 
     def __init__(self, kc, geo, tp, width, weights, *, tiles, options=None, context=8192):
-        options = dataclasses.replace(kc.options(context), **(options or {}))
+        options = registry.rank_alone(dataclasses.replace(kc.options(context), **(options or {})), tp)
         self.plan = kinds.plan(kc.name, geo, tp=tp, width=width, kv_dtype=torch.bfloat16, device="cuda",
                                options=options, tiles=tiles)
         self.layers = [self.plan.bind(kc.tensors(w), launch_id=i) for i, w in enumerate(weights)]

@@ -3,8 +3,10 @@ same launches timed alone, the step's byte floor, and SGLang's per-op path for t
 
 python test/kernels/glm53/time_step.py [--tp 8] [--widths 1 2 4 8] [--context 8192] [--distinct 4]
 - the layers: `runner_triton.layer_kinds` of GLM-5.3 (78 layers: the IndexShare mix of indexer and shared MoE
-  layers) and the tail, 79 launches. At TP > 1 layer 0 runs as the dense kind (the tokens kind, which also reads
-  its token ids' embedding rows, ~12 KB a row, is built at TP 1 only until the cross-rank push);
+  layers) and the tail, 79 launches, one rank's launches alone at the TP shard (`registry.rank_alone`: each keeps
+  its partials; the cross-rank pushes' cost is `time_layers.py --tp-emulate`'s). At TP > 1 layer 0 runs as the
+  dense kind here (a rank alone has no peer to hand it the rows outside its vocab shard, and the per-op path has no
+  tokens kind; the tokens kind reads ~12 KB a row more);
 - weights: `--distinct` random draws per kind at the TP shard, cycled over the kind's layers (each MoE draw is
   ~1.3 GB at the TP8 shard, far beyond L2, so a cycled draw is read from HBM as a distinct layer's would be);
   each layer its own caches (decode rows of one request each, about `--context` keys);
@@ -49,7 +51,9 @@ def build(geo, tp, width, context, order, weights, shape, device="cuda", options
         kc = registry.get(kind)
         if kind not in plans:
             plans[kind] = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=torch.bfloat16, device=device,
-                                     options=dataclasses.replace(kc.options(context), **(options or {})), tiles=Tiles())
+                                     options=registry.rank_alone(dataclasses.replace(kc.options(context),
+                                                                                     **(options or {})), tp),
+                                     tiles=Tiles())
             kw = shape if kind in ("indexer", "dense", "tokens") else {}
             steps[kind] = kc.step(geo, width=width, context=context, kv_dtype=torch.bfloat16, seed=50, device=device,
                                   **kw)
