@@ -20,12 +20,7 @@ FAULTS_BF16=${FAULTS_BF16:-o_proj_scale kv_norm rope_shift topk_swap down_scale 
 FAULTS_FP8=${FAULTS_FP8:-kv_norm rope_shift}
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$L/summary.txt"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
-export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
-mkdir -p /tmp/site
-python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
-G=test/kernels/glm53
-export PYTHONPATH="$PWD:$PWD/test/unit:$PWD/$G:/tmp/site:${STUBS:-$PWD/.carry/stubs}"
-CTX=132080  # check_step's REAL_MAX_POS (132096) less the page-table room registry.max_context adds
+source test/kernels/glm53/h200_env.sh
 if has pre; then
   B=(); for k in tokens dense indexer shared; do for kv in bf16 fp8; do B+=("$k:|4|$kv||||1|$CTX"); done; done
   B+=("tail:|4|bf16||||1|$CTX")

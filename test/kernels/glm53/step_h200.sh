@@ -13,12 +13,7 @@ export PYTHONUNBUFFERED=1 SGLANG_DISABLE_DSA_INDEXER_FUSION=1
 OUT=${OUT:-out}; L=$OUT/logs; mkdir -p "$L"; PARTS=${PARTS:-pre bf16 fp8 fault pretime time}
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$L/summary.txt"; }
 has() { [[ " $PARTS " == *" $1 "* ]]; }
-export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
-mkdir -p /tmp/site
-python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
-G=test/kernels/glm53
-export PYTHONPATH="$PWD:$PWD/test/unit:$PWD/$G:/tmp/site:${STUBS:-$PWD/.carry/stubs}"
-CTX=132080  # check_step's REAL_MAX_POS (132096) less the page-table room registry.max_context adds
+source test/kernels/glm53/h200_env.sh
 if has pre; then
   M=(); N=()
   for k in indexer shared; do for w in 1 2 4; do for kv in bf16 fp8; do M+=("$k:|$w|$kv||||1|$CTX"); done; done; done
