@@ -38,8 +38,11 @@ ERR_INPUT = 0x1BAD  # err[0] once a step input was found that the launch cannot 
 ERR_INVARIANT = 0x1DEA  # err[0] once a launch found its own state inconsistent (a bug, not the input's fault)
 ERR_PEER = 0x9EE5  # err[0] once a wait on a peer rank's push passed its deadline (waited_on = the peer, seen = the
 # words of the waited block that arrived, target = the block's words)
-# For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed; for
-# ERR_INVARIANT the same (the row whose value broke the invariant, the value, the limit it passed).
+# For ERR_INPUT the fields read: waited_on = the step row, seen = its value, target = the limit it passed, epoch =
+# which input (INPUT_LENGTH: the row's length against its page table; INPUT_TOKEN: its token id against the
+# vocabulary rows); for ERR_INVARIANT the same (the row whose value broke the invariant, the value, the limit).
+INPUT_LENGTH = 0
+INPUT_TOKEN = 1
 
 # A spin-count bound is the portable deadline (Triton's interpreter, HIP, CUDA): one poll of a
 # readiness word is an L2 round trip, >= ~0.5 us on H200 (shared/examples/sync_probe.py: 0.5 us a
@@ -89,6 +92,10 @@ class ErrorWord:
     def describe(self, launch_names: dict[int, str] | None = None, stage_names: list[str] | None = None) -> str:
         launch = (launch_names or {}).get(self.launch, str(self.launch))
         sname = lambda i: stage_names[i] if stage_names and 0 <= i < len(stage_names) else str(i)  # noqa: E731
+        if self.flag == ERR_INPUT and self.epoch == INPUT_TOKEN:
+            return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found step row "
+                    f"{self.waited_on}'s token id {self.seen} outside the vocabulary's {self.target} rows "
+                    f"[0, {self.target}) (read as the nearest row)")
         if self.flag == ERR_INPUT:
             return (f"launch {launch}: program {self.program} in stage {sname(self.stage)} found step row "
                     f"{self.waited_on}'s length {self.seen} past the {self.target} keys its page table holds "

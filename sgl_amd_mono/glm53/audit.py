@@ -91,9 +91,11 @@ FAULT_OF = {"o.rel": "o_proj_scale", "kv.max_abs": "kv_norm", "kv.cosine": "rope
             "topk_own.max_abs": "topk_swap", "streams.cosine": "rope_shift", "out.rel": "down_scale",
             "expert_ids.max_abs": "router_gate", "expert_weights.max_abs": "router_gate",
             "logits.rel": "lm_head_scale"}
-# On a GPU the launch's fp8 index scores and SGLang's trade keys at the threshold in a clean run (16-26 of 2048 on the
-# H200, results/audit1_h200_summary.txt), which hides topk_swap's one key; rope_shift's 146-169 fail that bound there
-FAULT_OF_GPU = dict(FAULT_OF, **{"topk_missed.max_abs": "rope_shift"})
+# On a GPU (results/audit2_h200_summary.txt): the launch's fp8 index scores and SGLang's trade keys at the threshold in
+# a clean run (16-26 of 2048), which hides topk_swap's one key, and rope_shift's 146-169 fail that bound; the output
+# stream's clean distance from SGLang's (1e-6 from a cosine of 1) is as large as what rope_shift adds to it, and
+# down_scale's (>= 9.6e-4) fails its bound
+FAULT_OF_GPU = dict(FAULT_OF, **{"topk_missed.max_abs": "rope_shift", "streams.cosine": "down_scale"})
 
 
 def metric_names(kind: str) -> list[str]:

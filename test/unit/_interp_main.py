@@ -79,7 +79,8 @@ def special(kind: str, case: str) -> None:
     for the next launch). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
     by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
-    process; the launch must give the same bits (outputs and caches) as on the plain tensors."""
+    process; the launch must give the same bits (outputs and caches) as on the plain tensors. bad_token (the
+    tokens kind): row 0's token id one past the vocabulary; the error word must name the stage, the row and the id."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
     width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2}.get(case, 1)
@@ -151,6 +152,17 @@ def special(kind: str, case: str) -> None:
         res["ls"] = kinds.get(kind).constexprs(plan.dims)["LS"]  # the longest row one task lists
         print(json.dumps(res))
         return
+    if case == "bad_token":  # row 0's id one past the vocabulary's rows
+        ids = step.input_ids.clone()
+        ids[0] = geo.vocab
+        plan.run(layer, {**vars(step), "input_ids": ids, **{n: c.clone() for n, c in kc.caches(step).items()}})
+        try:
+            plan.check_error()
+            res["bad_token_error"] = ""
+        except RuntimeError as e:
+            res["bad_token_error"] = str(e)
+        print(json.dumps(res))
+        return
     if case == "invariant":  # this launch's digit-0 histogram preloaded with -KTOP a bin: its threshold falls
         parity = (plan.sync.epoch + 1) & 1  # below every key, so more keys than KTOP rank above it
         plan.scratch["hist0"][parity] -= geo.index_topk
@@ -186,7 +198,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate"):
+    if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "bad_token"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

@@ -145,6 +145,18 @@ def test_selection_invariant_reports_and_drops():
     assert res["topk_in_range"] is True
 
 
+def test_a_token_id_past_the_vocabulary_is_named():
+    """Layer 0 with row 0's token id one past the vocabulary: the launch reads the nearest row, drains, and the
+    host raises naming the stage, the row, the id and the vocabulary's rows (not a page table's length)."""
+    r, res = _run("tokens", "bad_token")
+    assert r.returncode == 0, r.stderr[-3000:]
+    from sgl_amd_mono.glm53 import launch_inputs as li
+
+    v = li.tiny_geometry().vocab
+    want = f"in stage norm1 found step row 0's token id {v} outside the vocabulary's {v} rows"
+    assert res["bad_token_error"].startswith("bad step input: ") and want in res["bad_token_error"], res
+
+
 def test_skipped_select_stages_keep_the_next_launch_exact():
     """Rows of 300 keys (sliced select: index_short 256 here), then rows of 200 (each listed by one task, so the
     launch skips sel2, sel3 and emit: every program arrives there without waiting), then other rows of 300 keys: every

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.exchange import push_slot
-from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks, report_input
+from sgl_amd_mono.backends.triton.sync import INPUT_TOKEN, count_task, last_to_land, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv_part, fp8_gemv_part_from, norm_quant_row,
                                                    quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
@@ -124,7 +124,7 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
         elif TOKENS:
             tok = tl.load(input_ids_ptr + r)
             if (tok < 0) | (tok >= V):
-                report_input(err_ptr, launch_id, S, pid, r, tok, V)
+                report_input(err_ptr, launch_id, S, pid, r, tok, V, INPUT_TOKEN)
             tok = tl.minimum(tl.maximum(tok, 0), V - 1)
             x = tl.load(hidden_ptr + tok * D + offs_g, mask=m_g, other=0.0).to(tl.float32)
         else:
@@ -155,7 +155,7 @@ def embed(input_ids_ptr, embed_ptr, peers_ptr, rank, err_ptr, launch_id, epoch, 
         m = cols < D
         tok = tl.load(input_ids_ptr + r)
         if (tok < 0) | (tok >= TP * V):
-            report_input(err_ptr, launch_id, S, pid, r, tok, TP * V)
+            report_input(err_ptr, launch_id, S, pid, r, tok, TP * V, INPUT_TOKEN)
         local = tl.minimum(tl.maximum(tok, 0), TP * V - 1) - rank * V
         mine = (local >= 0) & (local < V)
         x = tl.load(embed_ptr + tl.minimum(tl.maximum(local, 0), V - 1) * D + cols, mask=m & mine, other=0.0)

@@ -24,6 +24,8 @@ ERR_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FLAG)
 ERR_INPUT: tl.constexpr = tl.constexpr(guard.ERR_INPUT)
 ERR_INVARIANT: tl.constexpr = tl.constexpr(guard.ERR_INVARIANT)
 ERR_PEER: tl.constexpr = tl.constexpr(guard.ERR_PEER)
+INPUT_LENGTH: tl.constexpr = tl.constexpr(guard.INPUT_LENGTH)
+INPUT_TOKEN: tl.constexpr = tl.constexpr(guard.INPUT_TOKEN)
 _E_FLAG: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("flag"))
 _E_LAUNCH: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("launch"))
 _E_STAGE: tl.constexpr = tl.constexpr(guard.ERR_FIELDS.index("stage"))
@@ -114,11 +116,12 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
 
 
 @triton.jit
-def report_input(err_ptr, launch_id, stage, pid, row, value, limit):
+def report_input(err_ptr, launch_id, stage, pid, row, value, limit, WHAT: tl.constexpr = INPUT_LENGTH):
     """A step input the launch cannot serve (row's `value` past `limit`): the first error of the launch writes
     the error word (ERR_INPUT: the stage, the row, the value, the limit); every wait then stops, so the
-    launch drains, and the host raises naming them. The caller reads the value clamped to the limit."""
-    report_error(err_ptr, ERR_INPUT, launch_id, stage, pid, row, value, limit, 0)
+    launch drains, and the host raises naming them. The caller reads the value clamped to the limit. WHAT: which
+    input (`guard.INPUT_LENGTH`, a row's length; `guard.INPUT_TOKEN`, a token id), in the word's epoch field."""
+    report_error(err_ptr, ERR_INPUT, launch_id, stage, pid, row, value, limit, WHAT)
 
 
 @triton.jit

@@ -2,12 +2,12 @@
 # The auditor (SGLANG_AMD_MONO_CHECK=1) on one H200 at GLM-5.3's real shapes (TP1, layers 0-6 and the tail, through
 # SGLang's real GlmMoeDsaForCausalLM and binding; audit_step.py): a clean run and each planted fault, every layer
 # against SGLang's Triton kernels (per_op.py), each part on the launch's own inputs to it, bf16 and fp8 KV, 8K keys,
-# width 4 (decode of 3 requests and a pad row; MTP verify of 2 x 2 rows). It measures what bounds.SERVING_UNBOUNDED
-# lists (o, out, streams and the routing on the launch's own inputs): each fault's "clean X -> Y; 3x clean B
-# failed" lines in summary.txt. PARTS picks (default "pre bf16 fp8 report"):
+# width 4 (decode of 3 requests and a pad row; MTP verify of 2 x 2 rows). The GPU bounds (bounds.SERVING_VS_SGLANG)
+# are set from its records (results/audit2_h200_*); each fault's "clean X -> Y; 3x clean B failed" lines in
+# summary.txt say whether 3x a clean value would be failed. PARTS picks (default "pre bf16 fp8 report"):
 #   pre     precompile the width-4 TP1 builds audit_step takes (tokens, dense, indexer, shared at bf16 and fp8 KV, and
 #           the tail; deadline 10 s, the model's context: check_step's build keys, as step_h200.sh's pre; 6 jobs: at 9
-#           three ran out of GPU memory in the first run, "pre rc=0: 3 failed" in results/audit1_h200_summary.txt)
+#           three ran out of GPU memory in the first run; at 6, "pre rc=0: 0 failed" in results/audit2_h200_summary.txt)
 #   bf16    audit_step --kv bf16: the unchecked run, the clean check run, each fault of FAULTS_BF16 (default all)
 #   fp8     audit_step --kv fp8 with FAULTS_FP8 (default the cache's: kv_norm rope_shift)
 #   report  the clean runs' records in one file with its plot, the faults' in another, and their summaries

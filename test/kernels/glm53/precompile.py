@@ -1,9 +1,10 @@
 """Warm Triton's on-disk cache for launch builds in parallel processes (the GPU scripts then hit the cache
 instead of compiling one variant after another).
 
-python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds '[KIND:]SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX|EMU' ...
+python test/kernels/glm53/precompile.py [--kind shared] --jobs 16 --builds '[KIND:]SPEC|WIDTH|KV|SKIP_MASK|SKIP_ARRIVE|TRACE|TP|CTX|EMU|LOCAL' ...
 (a build's KIND: prefix overrides --kind, so one pool warms every kind of a whole step; EMU 1: an emulated rank's
-build, `tp_emulate`'s grid and tiles, for check_layer.py --tp-emulate TP)
+build, `tp_emulate`'s grid and tiles, for check_layer.py --tp-emulate TP; with LOCAL 1 the same rank's build without
+the pushes (`LaunchOptions.local_partials`), the push-free half of time_layers.py --tp-emulate TP)
 Each build: a plan (its options the kind's for steps of CTX keys, default 8192, as the scripts build them), and
 its first bind of uninitialised CUDA weights with the real shapes and strides, which compiles exactly what the
 scripts' binds compile (same arguments, same cache key). Prints one line a build
@@ -37,7 +38,26 @@ def _views_of_one_buffer(tensors: dict) -> dict:
     return out
 
 
+# kinds whose builds draw their own layer on the GPU (the attention's full draw, kept for the next rank, and a MoE
+# draw they do not use): 18-22 GB a process at TP 8, where a shared or indexer build binds views of one buffer
+# (2.5-8 GB); 27 builds at 14 jobs ran 9 out of the H200's memory (results/tp2_h200_precompile.log)
+HEAVY = ("dense", "tokens")
+_HEAVY_SLOTS = None  # the pool's semaphore: at most --heavy-jobs HEAVY builds at once
+
+
+def _init(slots) -> None:
+    global _HEAVY_SLOTS
+    _HEAVY_SLOTS = slots
+
+
 def warm(job: tuple) -> str:
+    if job[0] in HEAVY and _HEAVY_SLOTS is not None:
+        with _HEAVY_SLOTS:
+            return _warm(job)
+    return _warm(job)
+
+
+def _warm(job: tuple) -> str:
     import torch
 
     from sgl_amd_mono.backends.triton import kinds
@@ -50,7 +70,7 @@ def warm(job: tuple) -> str:
     kind, build, deadline = job
     t0 = time.time()
     try:
-        spec, width, kv, mask, skip, trace, tp, ctx, emu = (build.split("|") + [""] * 9)[:9]
+        spec, width, kv, mask, skip, trace, tp, ctx, emu, local = (build.split("|") + [""] * 10)[:10]
         width, tp, ctx = int(width or 1), int(tp or 8), int(ctx or 8192)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
@@ -68,7 +88,7 @@ def warm(job: tuple) -> str:
             import tp_emulate
 
             tiles = tp_emulate.rank_tiles(tiles, kind, geo, tp=tp, width=width)
-            opts = tp_emulate.rank_options(opts, tp, tiles)
+            opts = tp_emulate.rank_options(dataclasses.replace(opts, local_partials=bool(int(local or 0))), tp, tiles)
         plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts, tiles=tiles)
         plan.bind({**plan.example_weights(), **given})
         r = plan.resources
@@ -78,19 +98,29 @@ def warm(job: tuple) -> str:
         return f"precompile {kind} '{build}' FAILED after {time.time() - t0:.1f} s: {type(e).__name__}: {e}"
 
 
+def spread(jobs: list) -> list:
+    """The jobs with the HEAVY kinds' spread evenly among the rest (a worker that takes one waits for a slot)."""
+    groups = [[j for j in jobs if j[0] in HEAVY], [j for j in jobs if j[0] not in HEAVY]]
+    keyed = [(i / len(g), n, j) for n, g in enumerate(groups) for i, j in enumerate(g)]
+    return [j for *_, j in sorted(keyed, key=lambda t: t[:2])]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kind", default="shared")
     p.add_argument("--builds", nargs="+", required=True)
     p.add_argument("--jobs", type=int, default=16)
+    p.add_argument("--heavy-jobs", type=int, default=3, help=f"at most this many builds of {HEAVY} at once (GPU memory)")
     p.add_argument("--deadline", type=float, default=2.0,
                    help="the wait deadline of the run to warm (s): a deadline past ~2.1 s makes the timer bound a 64-bit "
                         "argument, another compiled signature (check_step: 10; the check scripts: 2)")
     a = p.parse_args()
     t = time.time()
     builds = list(dict.fromkeys(a.builds))  # each once
-    with mp.get_context("spawn").Pool(min(a.jobs, len(builds))) as pool:
-        jobs = [(*(b.split(":", 1) if ":" in b else (a.kind, b)), a.deadline) for b in builds]
+    ctx = mp.get_context("spawn")
+    jobs = [(*(b.split(":", 1) if ":" in b else (a.kind, b)), a.deadline) for b in builds]
+    jobs = spread(jobs)
+    with ctx.Pool(min(a.jobs, len(builds)), initializer=_init, initargs=(ctx.BoundedSemaphore(a.heavy_jobs),)) as pool:
         for line in pool.imap_unordered(warm, jobs):
             print(line, flush=True)
     print(f"precompile: {len(builds)} builds in {time.time() - t:.1f} s", flush=True)
