@@ -10,14 +10,17 @@ in rank order, as the launches read it; `allocate(nbytes, group=, device=, backe
   slice; how the cross-rank protocol is proved on one GPU. What it cannot show: NVLink's latency and bandwidth
   (a push lands in the one GPU's L2), and separate processes (one CUDA context, one address space).
 - "symmetric": torch's symmetric memory (`torch.distributed._symmetric_memory`) over the group's device (NCCL)
-  group: CUDA (the driver's VMM handles) and, where torch builds it, ROCm. Not yet run on several GPUs.
+  group: CUDA (the driver's VMM handles) and, where torch builds it, ROCm. Not yet run on several GPUs; two
+  processes on one H200 are refused by torch ("detected allocations from overlapping devices from different ranks",
+  test/kernels/glm53/results/tp2_h200_tp_step.log), on every rank.
 - "cuda_ipc": each rank allocates its own zeroed buffer on its device and shares its IPC handle with the group
   (`torch.multiprocessing.reductions.reduce_tensor`, gathered with `all_gather_object` over a CPU / gloo group);
   each rank opens every other's handle with its own GPU current (`_ipc_open`), which maps the peer's buffer into
   this process (from another GPU: with peer access enabled by the driver; on the same GPU plainly, so several
   processes on one GPU work too). On ROCm torch's same reductions call HIP's IPC (hipIpcGetMemHandle /
   hipIpcOpenMemHandle), so this backend is the HIP IPC one there: written for it, not run on an AMD GPU (none
-  here). Run so far: nowhere (tp_step_h200.sh is its first run, two processes on one H200; several GPUs: not yet).
+  here). Run so far: two processes on one H200 (tp_step_h200.sh, results/tp2_h200_summary.md: a step of every
+  kind at TP 2, 20 graph replays, a held rank); on several GPUs: not yet.
 - "file": R processes on one host sharing host memory through files (CPU, Triton's interpreter): each rank's
   buffer a file of its own, exchanged as "cuda_ipc" exchanges handles (a path is the handle); `file_backed` is the
   older one-file form the launch tests share through a folder.

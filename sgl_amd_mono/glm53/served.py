@@ -30,9 +30,10 @@ RAN: dict[tuple[str, int], str] = {
 DRAFT_NOTE = "the MTP draft model (GlmMoeDsaForCausalLMNextN) runs on SGLang's own path"
 # where the cross-rank pushes have run so far (none of it a whole step on several GPUs): update with each run
 TP_PUSHES_RAN = ("the cross-rank pushes ran as processes under Triton's interpreter on CPU (test_tp_launch.py: "
-                 "each kind at TP 2; test_tp_step.py: a whole step at TP 2) and, for single layers, as emulated ranks "
-                 "on one H200 (results/tp1_h200_summary.md: shared, tail and tokens at TP 2 / 8); no whole step at "
-                 "TP > 1 has run on a GPU (tp_step_h200.sh, two processes on one H200, is prepared, not yet run)")
+                 "each kind at TP 2; test_tp_step.py: a whole step at TP 2), as emulated ranks on one H200 (every kind "
+                 "at TP 8, shared and tail at TP 2: results/tp2_h200_summary.md), and as two processes on one H200 "
+                 "through CUDA IPC (a step of every kind at TP 2, tp2_h200_tp_step.log); nothing has run on several "
+                 "GPUs (NVLink, peer access between GPUs, TP 4 / 8 as processes)")
 
 
 @dataclasses.dataclass(frozen=True)
