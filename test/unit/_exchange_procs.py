@@ -1,7 +1,9 @@
 """The push protocol across R concurrent processes on one host (`peer.file_backed`), each running one rank's launch
 under Triton's interpreter (`_exchange_kernel.rank_exchange`): run by test_exchange.py.
 
-python test/unit/_exchange_procs.py R DIR [SKIP_RANK]   prints one JSON line
+python test/unit/_exchange_procs.py R DIR [SKIP_RANK [fault]]   prints one JSON line
+fault: serving builds (`guard` ON_ERROR "fault"): each rank's error word holds the address of its host copy (a file,
+so the parent reads it after the rank died); the failing program writes the copy, then stores to address 0x0.
 """
 import json
 import os
@@ -13,7 +15,7 @@ sys.path.insert(0, HERE)
 os.environ["TRITON_INTERPRET"] = "1"
 
 
-def rank_main(rank: int, R: int, folder: str, skip: int, polls: int) -> None:
+def rank_main(rank: int, R: int, folder: str, skip: int, polls: int, fault: bool) -> None:
     import torch
 
     from _exchange_kernel import rank_exchange
@@ -24,6 +26,10 @@ def rank_main(rank: int, R: int, folder: str, skip: int, polls: int) -> None:
     x = (torch.randn(N, generator=g) * torch.logspace(-3, 3, N)).float()
     buf = peer.file_backed(R, rank, R * N * 8, os.path.join(folder, "peers"))
     out, err = torch.zeros(N), guard.new_error_word("cpu")
+    if fault:  # a serving build: the first error writes this copy, then faults
+        copy = torch.from_file(os.path.join(folder, f"copy{rank}"), shared=True, size=guard.ERR_WORDS,
+                               dtype=torch.int64)
+        err[guard.ERR_FIELDS.index("host_copy")] = copy.data_ptr()
     open(os.path.join(folder, f"ready{rank}"), "w").close()  # a start barrier: imports take seconds a process
     while sum(os.path.exists(os.path.join(folder, f"ready{r}")) for r in range(R)) < R:
         time.sleep(0.01)
@@ -35,18 +41,32 @@ def rank_main(rank: int, R: int, folder: str, skip: int, polls: int) -> None:
                 "seconds": time.time() - t0}, os.path.join(folder, f"rank{rank}.pt"))
 
 
-def main(R: int, folder: str, skip: int) -> None:
+def main(R: int, folder: str, skip: int, fault: bool) -> None:
     import torch
     import torch.multiprocessing as mp
 
     with open(os.path.join(folder, "peers"), "wb") as f:
         f.write(bytes(R * (-(-(R * 300 * 8) // 256) * 256)))
+    for r in range(R):
+        with open(os.path.join(folder, f"copy{r}"), "wb") as f:
+            f.write(bytes(8 * 9))
     polls = 3000  # the deadline in polls (~2 ms each under the interpreter): well past a healthy exchange (< 0.4 s)
-    procs = [mp.get_context("spawn").Process(target=rank_main, args=(r, R, folder, skip, polls)) for r in range(R)]
+    procs = [mp.get_context("spawn").Process(target=rank_main, args=(r, R, folder, skip, polls, fault)) for r in range(R)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(600)
+    if fault:  # every rank died at address 0x0 (or returned): what its host copy names
+        from sgl_amd_mono.common import guard
+
+        copies = []
+        for r in range(R):
+            w = torch.from_file(os.path.join(folder, f"copy{r}"), shared=False, size=guard.ERR_WORDS, dtype=torch.int64)
+            e = guard.read_error(w)
+            copies.append(e.describe({7: "toy"}, ["push", "sum"]) if e else None)
+        print(json.dumps({"exitcodes": [p.exitcode for p in procs], "copies": copies,
+                          "returned": [os.path.exists(os.path.join(folder, f"rank{r}.pt")) for r in range(R)]}))
+        return
     res = [torch.load(os.path.join(folder, f"rank{r}.pt")) for r in range(R)]
     want = res[0]["x"].clone()
     for r in range(1, R):
@@ -58,4 +78,5 @@ def main(R: int, folder: str, skip: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else -1)
+    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else -1,
+         len(sys.argv) > 4 and sys.argv[4] == "fault")

@@ -84,3 +84,16 @@ def test_a_missing_rank_stops_every_process_with_the_same_error(tmp_path):
             "arrived, epoch 1)")
     assert res["exitcodes"] == [0] * 4 and res["errors"] == [want] * 4, res
     assert max(res["seconds"]) < 60, res
+
+
+def test_a_missing_rank_faults_every_process_in_serving_builds(tmp_path):
+    """The same missing rank in serving builds: every process dies at address 0x0 (SIGSEGV under the interpreter, a
+    GPU fault on a device) before its launch returns, and each rank's host copy names the stage and rank 1; none
+    drains into a result."""
+    import signal
+
+    res = _procs(tmp_path, 2, tmp_path, 1, "fault")
+    want = ("launch toy: program 0 in stage sum missed its deadline waiting on rank 1's push (0 of 128 words "
+            "arrived, epoch 1)")
+    assert res["exitcodes"] == [-signal.SIGSEGV] * 2 and res["returned"] == [False, False], res
+    assert res["copies"] == [want] * 2, res
