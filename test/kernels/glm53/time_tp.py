@@ -38,10 +38,9 @@ def pushed_bytes(plan) -> tuple[int, int]:
     return sum(n for _, n in regions.values()) * 8 * (plan.tp - 1), len(regions)
 
 
-def projection_us(plan, latency_us: float) -> tuple[float, float]:
-    """The NVLink projection of one rank's pushes a launch: an exchange's P2P latency each, plus the bytes at the
-    documented and at the measured bandwidth."""
-    nbytes, n_x = pushed_bytes(plan)
+def projection_us(nbytes: int, n_x: int, latency_us: float) -> tuple[float, float]:
+    """The NVLink projection of one rank's pushes a launch (`pushed_bytes`): an exchange's P2P latency each, plus the
+    bytes at the documented and at the measured bandwidth."""
     return tuple(n_x * latency_us + nbytes / (gbs * 1e3) for gbs in (NVLINK_DOC_GBS, NVLINK_MEASURED_GBS))
 
 
@@ -61,7 +60,7 @@ def projection_table(kind_names, tps, widths, latency_us: float = 2.0) -> list[s
                 plan = kinds.plan(k, geo, tp=tp, width=w, kv_dtype=torch.bfloat16, device="meta", options=opts,
                                   tiles=Tiles(), rank=0)
                 nbytes, n_x = pushed_bytes(plan)
-                p0, p1 = projection_us(plan, latency_us)
+                p0, p1 = projection_us(nbytes, n_x, latency_us)
                 out.append(f"| {k} | {tp} | {w} | {n_x} | {nbytes / 1024:.1f} | {p0:.2f} | {p1:.2f} |")
     return out
 
@@ -93,7 +92,7 @@ def main(kind: str, tp: int, widths, context: int, tiles, latency_us: float) -> 
         with_push, plan = time_group(kc, geo, tp, w, context, tiles, local_partials=False)
         without, _ = time_group(kc, geo, tp, w, context, tiles, local_partials=True)
         nbytes, n_x = pushed_bytes(plan)
-        proj = projection_us(plan, latency_us)
+        proj = projection_us(nbytes, n_x, latency_us)
         rows.append((w, with_push, without, with_push - without, nbytes, n_x, *proj))
         print(f"rows {w}: {with_push:.1f} us with the pushes, {without:.1f} without (+{with_push - without:.1f}); "
               f"a rank pushes {nbytes / 1024:.1f} KiB in {n_x} exchanges a layer: NVLink projection "
