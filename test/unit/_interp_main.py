@@ -35,6 +35,8 @@ CASES = {
     "w2_options": (2, torch.bfloat16, "progs_per_sm=2,wuv_sh=2,route_rc=16,preload=1,swap_ab=1,dn_parts=2"),
     "w2_gfx950": (2, torch.bfloat16, "target=gfx950,att_blk=8"),
     "w3_index_options": (3, torch.bfloat16, "index_swap=0,index_pipe=3"),
+    "w3_index_atomics": (3, torch.bfloat16, "index_atomics=1"),
+    "w3_index_atomics_pipe": (3, torch.bfloat16, "index_atomics=1,index_pipe=3"),
 }
 
 

@@ -84,6 +84,18 @@ def test_index_score_options_change_no_bit():
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
 
 
+@pytest.mark.parametrize("case", ["w3_index_atomics", "w3_index_atomics_pipe"])
+def test_index_atomics_change_no_bit(case):
+    """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), by hand and in Triton's
+    pipelined loop: the same counts, so the same bits as w3's default build, and every list the rule's."""
+    r, res = _run("indexer", case)
+    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
+    for name, bound in registry.get("indexer").interp_bounds["w3"].items():
+        assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
+    assert res["digests"] == _pinned()[("indexer", "w3")]
+    assert res["task_counts_ok"] is True, res["task_counts_ok"]
+
+
 def test_missed_deadline_reports_error_word():
     r, _ = _run("shared", "deadline")
     assert r.returncode != 0

@@ -242,10 +242,12 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False):
+def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
+               hist_row_ptr=None, ATOM: tl.constexpr = False):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums), stored at scores_ptr + tt (tt < end). If is_hist and the row takes
-    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS].
+    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS]; ATOM:
+    into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged).
     SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's rows, an fp8 wgmma on sm_90) instead of
     q @ k^T ([IH, IBLK]: 32 heads as rows, an mma.sync of f16-converted tiles)."""
     if SWAP:
@@ -256,18 +258,23 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
         sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
-        hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=(tt < end) & (tt < rlen) & (rlen > LS))
-        h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
+        counted = (tt < end) & (tt < rlen) & (rlen > LS)
+        if ATOM:
+            tl.atomic_add(hist_row_ptr + (order_key(sc) >> 24).to(tl.int32), 1, mask=counted, sem="relaxed")
+        else:
+            hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=counted)
+            h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
     return h
 
 
 @triton.jit
 def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
                   r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
-                  SCOL: tl.constexpr, SWAP: tl.constexpr):
+                  SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr):
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
-    of the block after that while those keys load (no wait on a load before the dots but the keys' own)."""
+    of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
+    digit 0 counted into row r's histogram at hist_ptr + r BINS (`score_keys`)."""
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -281,13 +288,14 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         tn = tt + IBLK
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
-        h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP)
+        h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
+                       hist_ptr + r0 * BINS, ATOM)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
-                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP)
+                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP, hist_ptr + r * BINS, ATOM)
         k, ks = k_next, ks_next
     return h
 
@@ -295,16 +303,17 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 @triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
-                    PIPE: tl.constexpr):
+                    PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
-    stages (on sm_90 the keys go to shared memory by cp.async, PIPE - 1 blocks ahead); HIST: digit 0 counted."""
+    stages (on sm_90 the keys go to shared memory by cp.async, PIPE - 1 blocks ahead); HIST: digit 0 counted (ATOM:
+    into the row's histogram at hist_row_ptr, `score_keys`)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
         tt = t0 + blk
         page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
         k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
-        h = score_keys(q0, hw0, k, ks, scores_row_ptr, tt, s1, h, 0, len0, HIST, LS, SWAP)
+        h = score_keys(q0, hw0, k, ks, scores_row_ptr, tt, s1, h, 0, len0, HIST, LS, SWAP, hist_row_ptr, ATOM)
     return h
 
 
@@ -313,7 +322,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
-          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+          ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -321,10 +330,12 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     its keys split into (its rows x NSL) slices, the tasks of its rows' places (task t: unit row t // NSL). The
     request's first row's query and head weights load once a task (a decode request's only row). lens: every
     row's length (`row_lengths`); rpr: rows_per_req. SWAP: the dots swapped (`score_keys`); PIPE > 0: a decode
-    request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`)."""
+    request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM: digit 0
+    counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a task."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
+    hist_ptr = hist0_ptr + parity * R * BINS  # this launch's histograms, a row's BINS counts each
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -348,22 +359,27 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                 if nrows == 1:  # a decode request: its row's loop pipelined by Triton, digit 0 counted or not
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
-                                            scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE)
+                                            scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
+                                            hist_ptr + r0 * BINS, ATOM)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
-                                            scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE)
+                                            scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
+                                            hist_ptr + r0 * BINS, ATOM)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
-                                      scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP)
+                                      scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
+                                      hist_ptr, ATOM)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
-                                  scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP)
-            if is_hist:
-                for j in range(0, nrows):
-                    r = r0 + j
-                    if tl.sum(tl.where(rows == r, lens, 0), axis=0) > LS:
-                        hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
-                        tl.atomic_add(hist0_ptr + (parity * R + r) * BINS + bins, hj, mask=hj > 0, sem="relaxed")
+                                  scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
+                                  hist_ptr, ATOM)
+            if not ATOM:  # the task's register histograms added into hist0 (ATOM: counted there already)
+                if is_hist:
+                    for j in range(0, nrows):
+                        r = r0 + j
+                        if tl.sum(tl.where(rows == r, lens, 0), axis=0) > LS:
+                            hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
+                            tl.atomic_add(hist_ptr + r * BINS + bins, hj, mask=hj > 0, sem="relaxed")
 
 
 @triton.jit

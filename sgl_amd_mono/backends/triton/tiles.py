@@ -105,6 +105,14 @@ class Tiles:
     # pipelining stays off (mixed: slower at 8K 1 row, 2-8 us faster at 128K; its checks not run).
     index_swap: bool = True
     index_pipe: int = 0
+    # index_atomics: digit 0 counted in the score loop by one integer atomic a key into its row's histogram in
+    # scratch, instead of tl.histogram over each block (128 scores into 256 bins) kept in registers and added once a
+    # task. The same counts (exact integers), so the same bits. The loop alone on the H200 spends a quarter of its time
+    # on the histogram (results/indexer4_h200_probe_score.log: 108.9 us at 8192 keys a program swapped, 84.0 without
+    # digit 0). sm_90 AOT of the loop alone (results/indexer6_probe_score_sass_cpu.txt): with tl.histogram a block
+    # takes 3 more barriers than without digit 0 (bar.sync 7 against 4), with the atomics none (4; 437 instructions
+    # against 455). Off: not yet timed (an A/B for the next H200 run: `probe_score.py`, `time_layers.py --specs`).
+    index_atomics: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

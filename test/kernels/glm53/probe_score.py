@@ -5,7 +5,8 @@ python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's 
 python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or swapped (SWAP), prefetched by hand or
-software-pipelined by Triton (PIPE).
+software-pipelined by Triton (PIPE), digit 0 counted by tl.histogram a block or by one atomic a key (ATOM,
+`Tiles.index_atomics`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ IH, ID, PAGE = 32, 128, 64
 @triton.jit
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
-                 HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr):
+                 HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr):
     """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
     next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
     the loads inside the loop, software-pipelined by Triton over PIPE stages."""
@@ -53,24 +54,27 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             tn = tt + IBLK
             k_next, ks_next = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
             page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
-            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP)
+            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
             k, ks = k_next, ks_next
     else:
         for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
             tt = t0 + blk
             page = tl.load(page_table_ptr + tt // 64, mask=tt < s1, other=0)
             k, ks = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
-            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP)
-    tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
+            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
+    if not ATOM:
+        tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
 
-VARIANTS = [(False, False, 0), (True, False, 0), (False, True, 0), (True, True, 0), (True, True, 3), (True, False, 3)]
+# (HIST, SWAP, PIPE, ATOM)
+VARIANTS = [(False, False, 0, False), (True, False, 0, False), (False, True, 0, False), (True, True, 0, False),
+            (True, True, 3, False), (True, False, 3, False), (True, True, 0, True), (True, True, 3, True)]
 
 
-def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0) -> tuple[dict, dict]:
+def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
            "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
-    consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe}
+    consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom}
     return sig, consts
 
 
@@ -80,8 +84,8 @@ def sass_report(iblk: int) -> None:
 
     import sass_mix
 
-    for hist, swap, pipe in VARIANTS:
-        sig, consts = _sig(hist, iblk, 4096, swap, pipe)
+    for hist, swap, pipe, atom in VARIANTS:
+        sig, consts = _sig(hist, iblk, 4096, swap, pipe, atom)
         full = dict(sig, **{k: "constexpr" for k in consts})
         attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(full.items())
                  if t.startswith("*") or n == "stride_index_k_cache"}
@@ -101,7 +105,7 @@ def sass_report(iblk: int) -> None:
         from sgl_amd_mono.backends.triton.survey import _ptxas_usage
 
         use = _ptxas_usage(ptx)
-        print(f"HIST={hist} SWAP={swap} PIPE={pipe} IBLK={iblk}: registers {use['regs']}, spill bytes {use['spill_bytes']}; loop body "
+        print(f"HIST={hist} SWAP={swap} PIPE={pipe} ATOM={atom} IBLK={iblk}: registers {use['regs']}, spill bytes {use['spill_bytes']}; loop body "
               f"{sum(mix.values())} instructions", flush=True)
         print("  " + ", ".join(f"{op} {n}" for op, n in mix.most_common(40)), flush=True)
         wide = collections.Counter(w for w in ("ld.global.v4", "ld.global.v2", "ld.global.b8", "ld.global.u8",
@@ -132,13 +136,13 @@ def main():
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256, dtype=torch.int32, device="cuda")
-        for h, sw, pipe in VARIANTS:
-            def fn(h=h, sw=sw, pipe=pipe):
+        for h, sw, pipe, atom in VARIANTS:
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=a.iblk,
-                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, num_warps=8)
+                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, num_warps=8)
             us = graph_time_us(fn)
             mb = keys * nprog * (ID + 4) / 1e6
-            print(f"keys {keys} a program, {nprog} programs, HIST={h} SWAP={sw} PIPE={pipe}: {us:.1f} us ({mb:.1f} MB of keys, "
+            print(f"keys {keys} a program, {nprog} programs, HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom}: {us:.1f} us ({mb:.1f} MB of keys, "
                   f"{mb / us:.2f} TB/s)", flush=True)
 
 
