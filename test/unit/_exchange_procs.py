@@ -45,11 +45,13 @@ def main(R: int, folder: str, skip: int, fault: bool) -> None:
     import torch
     import torch.multiprocessing as mp
 
+    from sgl_amd_mono.common import guard
+
     with open(os.path.join(folder, "peers"), "wb") as f:
         f.write(bytes(R * (-(-(R * 300 * 8) // 256) * 256)))
     for r in range(R):
         with open(os.path.join(folder, f"copy{r}"), "wb") as f:
-            f.write(bytes(8 * 9))
+            f.write(bytes(8 * guard.ERR_WORDS))
     polls = 3000  # the deadline in polls (~2 ms each under the interpreter): well past a healthy exchange (< 0.4 s)
     procs = [mp.get_context("spawn").Process(target=rank_main, args=(r, R, folder, skip, polls, fault)) for r in range(R)]
     for p in procs:
@@ -57,8 +59,6 @@ def main(R: int, folder: str, skip: int, fault: bool) -> None:
     for p in procs:
         p.join(600)
     if fault:  # every rank died at address 0x0 (or returned): what its host copy names
-        from sgl_amd_mono.common import guard
-
         copies = []
         for r in range(R):
             w = torch.from_file(os.path.join(folder, f"copy{r}"), shared=False, size=guard.ERR_WORDS, dtype=torch.int64)

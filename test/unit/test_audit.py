@@ -195,8 +195,8 @@ def test_gpu_bounds_hold_the_h200_run():
 def test_gpu_bounds_are_3x_what_the_h200_run_measured():
     """Each SPEC.numerics bound is about 3x (1.5x-4x; a cosine's distance from 1) the largest value of the H200 run's
     clean records and of its fault runs outside that metric's path: every fault but the metric's own and those that
-    change what it compares (rope_shift, in the attention's path: o, the top-k, the stream; o_proj_scale: the
-    stream); a bound of 0 where every such value was 0. Kinds whose metric shares one bound (the cache rows, index
+    change what it compares (`in_path`: rope_shift for o, the cache rows and a row's own keys; o_proj_scale for the
+    stream; topk_swap for the list's count; kv_norm for the rows' cosine); a bound of 0 where every such value was 0. Kinds whose metric shares one bound (the cache rows, index
     keys and lists come from the same stages in every kind) are held to their worst kind's value."""
     from sgl_amd_mono.glm53.audit_report import is_worse
 
