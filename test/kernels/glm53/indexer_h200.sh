@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One H200 run of the indexer kind beside the shared kind. PARTS picks (default "pre check trace time topk"):
-#   pre    precompile every build the parts below use
+#   pre    precompile every build the parts below use (the indexer's defaults at $PRE_WIDTHS rows, default 1 2 4 8;
+#          the shared kind's only with time)
+#   probe  probe_score.py (the score loop alone) at $PROBE_IBLK keys a step (default 128 256) for $PROBE_VARIANTS
 #   blocking  check_topk's 8K case of several requests and recent keys with CUDA_LAUNCH_BLOCKING=1
 #   check  check_layer --kind indexer at TP8 rows 1 / 2 / 4 / 8, 8K, bf16 (every control)
 #   more   check_layer at 128K rows 1 / 8 bf16, fp8 KV rows 1 / 2 / 4 / 8 at 8K, TP1 rows 1 / 2 / 4 at 8K (the widths
@@ -32,7 +34,7 @@ G=test/kernels/glm53
 export PYTHONPATH="$PWD:$PWD/$G:/tmp/site:${PYTHONPATH:-}"
 if has pre; then
   B=(); S=()
-  for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
+  for w in ${PRE_WIDTHS:-1 2 4 8}; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
   IFS=';' read -r -a SP <<< "${SPECS:-}"
   has trace && { B+=("|1|bf16|||1||8192" "|8|bf16|||1||8192" "|1|bf16|||1||131072");
                  for s in "${SP[@]}"; do B+=("$s|1|bf16|||1||8192" "$s|8|bf16|||1||8192"); done; }
@@ -42,8 +44,13 @@ if has pre; then
     B+=("$s|$w|bf16|||||$c"); done; done; done
   has topk && for c in ${TOPK_CONTEXTS:-8192 131072 300000}; do B+=("|4|bf16|||||$c" "|8|bf16|||||$c"); done
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
-  timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > "$OUT/idx_precompile_shared.log" 2>&1 &
+  has time && timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" \
+    > "$OUT/idx_precompile_shared.log" 2>&1 &
   wait; el "precompile"
+fi
+if has probe; then
+  timeout ${PROBE_S:-200} python3 $G/probe_score.py --keys 1024 8192 --iblk ${PROBE_IBLK:-128 256} \
+    ${PROBE_VARIANTS:+--variants $PROBE_VARIANTS} > "$OUT/idx_probe_score.log" 2>&1; el "probe_score rc=$?"
 fi
 if has abtime; then
   AB=(); for w in ${AB_WIDTHS:-1 2 4 8}; do for c in ${AB_CONTEXTS:-8192 131072}; do AB+=("${AB_SPEC:-}|$w|bf16|||||$c"); done; done

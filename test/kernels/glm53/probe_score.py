@@ -3,6 +3,7 @@ its sm_90 instruction mix from an AOT compile on a CPU, or its time on a GPU.
 
 python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's opcodes, with and without digit 0
 python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
+python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1  # chosen variants and steps
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or swapped (SWAP), prefetched by hand or
 software-pipelined by Triton (PIPE), digit 0 counted by tl.histogram a block or by one atomic a key (ATOM,
@@ -78,13 +79,22 @@ def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, at
     return sig, consts
 
 
-def sass_report(iblk: int) -> None:
+def _variant(text: str) -> tuple[bool, bool, int, bool]:
+    """'H,S,P,A' (0 / 1, 0 / 1, a pipeline depth, 0 / 1) -> a VARIANTS tuple."""
+    try:
+        h, s, p, at = (int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM (four integers, e.g. 1,1,3,0)")
+    return bool(h), bool(s), p, bool(at)
+
+
+def sass_report(iblk: int, variants) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     import sass_mix
 
-    for hist, swap, pipe, atom in VARIANTS:
+    for hist, swap, pipe, atom in variants:
         sig, consts = _sig(hist, iblk, 4096, swap, pipe, atom)
         full = dict(sig, **{k: "constexpr" for k in consts})
         attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(full.items())
@@ -118,15 +128,20 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sass", action="store_true", help="CPU: compile for sm_90 and print the loop's instructions")
     p.add_argument("--keys", type=int, nargs="+", default=[1024, 8192], help="keys a program scores (GPU)")
-    p.add_argument("--iblk", type=int, default=128)
+    p.add_argument("--iblk", type=int, nargs="+", default=[128], help="keys a loop step (each one timed)")
+    p.add_argument("--variants", nargs="+", default=None,
+                   help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
     a = p.parse_args()
+    variants = VARIANTS if a.variants is None else [_variant(v) for v in a.variants]
     if a.sass:
-        return sass_report(a.iblk)
+        for iblk in a.iblk:
+            sass_report(iblk, variants)
+        return
     from timing import graph_time_us
 
     nprog, pmax = 132, 4096
     g = torch.Generator(device="cuda").manual_seed(3)
-    for keys in a.keys:
+    for keys, iblk in ((k, b) for k in a.keys for b in a.iblk):
         pages = -(-keys * nprog // PAGE)
         cache = torch.randint(0, 120, (pages, PAGE * (ID + 4)), dtype=torch.uint8, device="cuda", generator=g)
         cache.view(-1, PAGE * (ID + 4))[:, PAGE * ID:] = 0
@@ -136,15 +151,18 @@ def main():
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256, dtype=torch.int32, device="cuda")
-        for h, sw, pipe, atom in VARIANTS:
+        for h, sw, pipe, atom in variants:
             def fn(h=h, sw=sw, pipe=pipe, atom=atom):
-                _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=a.iblk,
+                _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
                                        IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, num_warps=8)
-            us = graph_time_us(fn)
+            name = f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom}"
+            try:
+                us = graph_time_us(fn)
+            except Exception as e:  # a variant that does not build (shared memory, registers) is reported, not fatal
+                print(f"{name}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+                continue
             mb = keys * nprog * (ID + 4) / 1e6
-            print(f"keys {keys} a program, {nprog} programs, HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom}: {us:.1f} us ({mb:.1f} MB of keys, "
-                  f"{mb / us:.2f} TB/s)", flush=True)
-
+            print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s)", flush=True)
 
 if __name__ == "__main__":
     main()
