@@ -242,27 +242,39 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
-               hist_row_ptr=None, ATOM: tl.constexpr = False):
+def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
-    relu(q[h] . k[t]) (fp8 dots, f32 sums), stored at scores_ptr + tt (tt < end). If is_hist and the row takes
-    the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h [16, BINS]; ATOM:
-    into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged).
-    SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's rows, an fp8 wgmma on sm_90) instead of
-    q @ k^T ([IH, IBLK]: 32 heads as rows, an mma.sync of f16-converted tiles)."""
+    relu(q[h] . k[t]) (fp8 dots, f32 sums). SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's
+    rows, an fp8 wgmma on sm_90) instead of q @ k^T ([IH, IBLK]: 32 heads as rows, an mma.sync of f16-converted
+    tiles)."""
     if SWAP:
         dots_t = tl.dot(k, tl.trans(q))  # [IBLK, IH] f32
-        sc = tl.sum(tl.maximum(dots_t, 0.0) * hw[None, :], axis=1) * ks
+        return tl.sum(tl.maximum(dots_t, 0.0) * hw[None, :], axis=1) * ks
     else:
         dots = tl.dot(q, tl.trans(k))  # [IH, IBLK] f32
-        sc = tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+        return tl.sum(tl.maximum(dots, 0.0) * hw[:, None], axis=0) * ks
+
+
+@triton.jit
+def digit0(sc):
+    """The first radix digit (the top 8 bits of `order_key`) of scores sc, as int32 bins."""
+    return (order_key(sc) >> 24).to(tl.int32)
+
+
+@triton.jit
+def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
+               hist_row_ptr=None, ATOM: tl.constexpr = False):
+    """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
+    and the row takes the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h
+    [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged)."""
+    sc = block_scores(q, hw, k, ks, SWAP)
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
         counted = (tt < end) & (tt < rlen) & (rlen > LS)
         if ATOM:
-            tl.atomic_add(hist_row_ptr + (order_key(sc) >> 24).to(tl.int32), 1, mask=counted, sem="relaxed")
+            tl.atomic_add(hist_row_ptr + digit0(sc), 1, mask=counted, sem="relaxed")
         else:
-            hj = tl.histogram((order_key(sc) >> 24).to(tl.int32), BINS, mask=counted)
+            hj = tl.histogram(digit0(sc), BINS, mask=counted)
             h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
     return h
 
@@ -309,12 +321,20 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     into the row's histogram at hist_row_ptr, `score_keys`)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
+    h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
     for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
         tt = t0 + blk
         page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
         k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
-        h = score_keys(q0, hw0, k, ks, scores_row_ptr, tt, s1, h, 0, len0, HIST, LS, SWAP, hist_row_ptr, ATOM)
-    return h
+        sc = block_scores(q0, hw0, k, ks, SWAP)
+        tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
+        if HIST:
+            counted = (tt < s1) & (tt < len0) & (len0 > LS)
+            if ATOM:
+                tl.atomic_add(hist_row_ptr + digit0(sc), 1, mask=counted, sem="relaxed")
+            else:
+                h0 += tl.histogram(digit0(sc), BINS, mask=counted)
+    return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
 
 
 @triton.jit
