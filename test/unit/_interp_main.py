@@ -37,6 +37,8 @@ CASES = {
     "w3_index_options": (3, torch.bfloat16, "index_swap=0,index_pipe=3"),
     "w3_index_atomics": (3, torch.bfloat16, "index_atomics=1"),
     "w3_index_atomics_pipe": (3, torch.bfloat16, "index_atomics=1,index_pipe=3"),
+    "w3_index_copies": (3, torch.bfloat16, "index_atomics=4"),
+    "w3_index_copies_pipe": (3, torch.bfloat16, "index_atomics=4,index_pipe=3,index_block=128"),
 }
 
 

@@ -84,10 +84,12 @@ def test_index_score_options_change_no_bit():
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
 
 
-@pytest.mark.parametrize("case", ["w3_index_atomics", "w3_index_atomics_pipe"])
+@pytest.mark.parametrize("case", ["w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies",
+                                  "w3_index_copies_pipe"])
 def test_index_atomics_change_no_bit(case):
-    """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), by hand and in Triton's
-    pipelined loop: the same counts, so the same bits as w3's default build, and every list the rule's."""
+    """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
+    copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
+    so the same bits as w3's default build, and every list the rule's."""
     r, res = _run("indexer", case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
     for name, bound in registry.get("indexer").interp_bounds["w3"].items():

@@ -224,6 +224,7 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
+    HC0: tl.constexpr = IATOM if IATOM > 0 else 1  # digit 0's histogram copies a row (`stages_index.score`)
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
                 IATOM, NPROG, SKIP_MASK, COUNT_TASKS)
@@ -231,7 +232,7 @@ def index_attention(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, cnt_ptr, topk_ptr, epoch,
                        pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                       COUNT_TASKS)
+                       COUNT_TASKS, HC0)
     index.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
@@ -241,17 +242,17 @@ def index_attention(
     if index.any_sliced_row(lens, LS):
         index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist2_ptr, cnt_ptr, topk_ptr,
                            epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                           SKIP_MASK, COUNT_TASKS)
+                           SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist3_ptr, cnt_ptr, topk_ptr,
                            epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                           SKIP_MASK, COUNT_TASKS)
+                           SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         index.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr,
                    err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                   NPROG, SKIP_MASK, COUNT_TASKS)
+                   NPROG, SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

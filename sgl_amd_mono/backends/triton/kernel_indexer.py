@@ -24,7 +24,7 @@ def constexprs(d: LayerDims) -> dict:
     row's page table holds, NSL slices a row's key scan splits into, IBLK keys a scoring step covers, ISCAN
     keys a selection step covers, ISHORT the longest row one task selects (0: none), LS the longest row whose
     list one task writes, max(KTOP, ISHORT), ISWAP / IPIPE / IATOM the score loop's swapped dots, pipeline depth
-    and digit-0 atomics, IQG
+    and digit-0 atomics (IATOM: the histogram's copies a row, 0: counted in registers), IQG
     heads an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,

@@ -201,15 +201,18 @@ def digit_of(h, need, prefix):
 
 
 @triton.jit
-def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr):
+def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr,
+                 HC: tl.constexpr = 1):
     """(need, prefix) after P digits of a row's select: prefix = the top 8P bits of its KTOP-th largest key,
-    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity.
-    The histograms are loaded before any is used (one round trip)."""
+    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity (digit
+    0's: its HC copies, summed here, start at off HC). The histograms are loaded before any is used (one round
+    trip)."""
     bins = tl.arange(0, BINS)
     need = KTOP + off * 0
     prefix = (off * 0).to(tl.int64)
     if P > 0:
-        h0 = tl.load(hist0_ptr + off + bins, cache_modifier=".cg")
+        h0 = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
+                            cache_modifier=".cg"), axis=0)
     if P > 1:
         h1 = tl.load(hist1_ptr + off + bins, cache_modifier=".cg")
     if P > 2:
@@ -228,10 +231,12 @@ def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.const
 
 
 @triton.jit
-def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr):
-    """The other parity's histograms, zeroed for the next launch on these buffers (one row a program)."""
+def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr, HC: tl.constexpr = 1):
+    """The other parity's histograms (HC copies a row: digit 0's), zeroed for the next launch on these buffers
+    (one row a program)."""
     for r in tl.range(pid, R, NPROG):
-        tl.store(hist_ptr + ((1 - parity) * R + r) * BINS + tl.arange(0, BINS), tl.zeros((BINS,), dtype=tl.int32))
+        tl.store(hist_ptr + ((1 - parity) * R + r) * HC * BINS + tl.arange(0, HC * BINS),
+                 tl.zeros((HC * BINS,), dtype=tl.int32))
 
 
 @triton.jit
@@ -286,7 +291,8 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
-    digit 0 counted into row r's histogram at hist_ptr + r BINS (`score_keys`)."""
+    digit 0 counted into row r's histogram copy at hist_ptr + r ATOM BINS (`score_keys`; hist_ptr: the task's
+    copy)."""
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -301,13 +307,14 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
         h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
-                       hist_ptr + r0 * BINS, ATOM)
+                       hist_ptr + r0 * ATOM * BINS, ATOM)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
-                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP, hist_ptr + r * BINS, ATOM)
+                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP, hist_ptr + r * ATOM * BINS,
+                           ATOM)
         k, ks = k_next, ks_next
     return h
 
@@ -350,12 +357,15 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     its keys split into (its rows x NSL) slices, the tasks of its rows' places (task t: unit row t // NSL). The
     request's first row's query and head weights load once a task (a decode request's only row). lens: every
     row's length (`row_lengths`); rpr: rows_per_req. SWAP: the dots swapped (`score_keys`); PIPE > 0: a decode
-    request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM: digit 0
-    counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a task."""
+    request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM > 0:
+    digit 0 counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a
+    task; hist0 then holds ATOM copies of each row's histogram, task t counting into copy t % ATOM (fewer tasks
+    contend for one address), summed where read (`radix_prefix`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
+    HC: tl.constexpr = ATOM if ATOM > 0 else 1  # digit 0's histogram copies a row
     parity = epoch & 1
-    zero_other_parity(hist0_ptr, parity, pid, R, NPROG)
-    hist_ptr = hist0_ptr + parity * R * BINS  # this launch's histograms, a row's BINS counts each
+    zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC)
+    hist_ptr = hist0_ptr + parity * R * HC * BINS  # this launch's histograms, a row's HC x BINS counts each
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -380,20 +390,20 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + r0 * BINS, ATOM)
+                                            hist_ptr + (r0 * HC + t % HC) * BINS, ATOM)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + r0 * BINS, ATOM)
+                                            hist_ptr, ATOM)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                      hist_ptr, ATOM)
+                                      hist_ptr + (t % HC) * BINS, ATOM)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                  hist_ptr, ATOM)
-            if not ATOM:  # the task's register histograms added into hist0 (ATOM: counted there already)
+                                  hist_ptr + (t % HC) * BINS, ATOM)
+            if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)
                 if is_hist:
                     for j in range(0, nrows):
                         r = r0 + j
@@ -418,7 +428,7 @@ def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
 def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, cnt_ptr, topk_ptr, epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far, counted into
     hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
@@ -437,7 +447,8 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, h
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P)
+            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P,
+                                     HC)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (P == 3's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
@@ -524,7 +535,7 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
 def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -547,7 +558,8 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4)
+            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4,
+                                     HC)
             d = (thr & 255).to(tl.int32)
             before = sls < s
             at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")

@@ -107,12 +107,13 @@ class Tiles:
     index_pipe: int = 0
     # index_atomics: digit 0 counted in the score loop by one integer atomic a key into its row's histogram in
     # scratch, instead of tl.histogram over each block (128 scores into 256 bins) kept in registers and added once a
-    # task. The same counts (exact integers), so the same bits. The loop alone on the H200 spends a quarter of its time
-    # on the histogram (results/indexer4_h200_probe_score.log: 108.9 us at 8192 keys a program swapped, 84.0 without
-    # digit 0). sm_90 AOT of the loop alone (results/indexer6_probe_score_sass_cpu.txt): with tl.histogram a block
-    # takes 3 more barriers than without digit 0 (bar.sync 7 against 4), with the atomics none (4; 437 instructions
-    # against 455). Off: not yet timed (an A/B for the next H200 run: `probe_score.py`, `time_layers.py --specs`).
-    index_atomics: bool = False
+    # task; its value is the copies of each row's histogram (a task counts into copy task % copies; the readers sum
+    # them), 0: off. The same counts (exact integers), so the same bits. The loop alone on the H200 spends a quarter
+    # of its time on the histogram (results/indexer4_h200_probe_score.log: 108.9 us at 8192 keys a program swapped,
+    # 84.0 without digit 0). One copy (results/indexer6_h200_*, TP8, a decode row a request): faster where 16 tasks
+    # share a row's copy (128K 8 rows 339.8 against 370.4 us), slower where 128 do (128K 1 row 189.8 against 159.9):
+    # the atomics queue on a few hot bins; the probe's 132 programs on one histogram 345 against 109 us.
+    index_atomics: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -227,6 +228,8 @@ class Tiles:
             raise ValueError(f"index_scan {self.index_scan} is not a power of two >= 64")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
+        if self.index_atomics < 0 or self.index_atomics & (self.index_atomics - 1) or self.index_atomics > 64:
+            raise ValueError(f"index_atomics {self.index_atomics} is neither 0 nor a power of two up to 64 (copies)")
         if self.index_pipe < 0 or self.index_pipe == 1 or self.index_pipe > 8:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):

@@ -53,6 +53,12 @@ def index_query_heads(d) -> int:
     return min(d.IH, 16)
 
 
+def hist0_copies(d) -> int:
+    """Copies of a row's digit-0 histogram: the score tasks' atomics spread over them (tiles.index_atomics), 1
+    when digit 0 is counted in registers."""
+    return max(1, int(d.tiles.index_atomics))
+
+
 INDEX_INPUTS = (
     B("index_k_cache", lambda d: (None, INDEX_PAGE * INDEX_K_BYTES), "u8",
       "SGLang's index-K pool of the layer [pages, 64 x 128 fp8 bytes then 64 f32 scales], written in place"),
@@ -81,9 +87,11 @@ INDEX_SCRATCH = (
     B("iq", lambda d: (d.R, d.IH, d.ID), "fp8", "the index query, a ue8m0 group a head"),
     B("head_w", lambda d: (d.R, d.IH), "f32", "weights_proj x IH^-0.5 x q scale x ID^-0.5"),
     B("scores", lambda d: (d.R, d.PMAX * INDEX_PAGE), "f32", "a row's index scores in position order"),
+    B("hist0", lambda d: (2, d.R, hist0_copies(d) * RADIX_BINS), "i32",
+      "radix digit 0's histogram a row, in hist0_copies copies; [epoch % 2] this launch's, the other zeroed"),
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
-      for p in range(RADIX_PASSES)),
+      for p in range(1, RADIX_PASSES)),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
