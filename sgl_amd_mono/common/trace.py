@@ -15,6 +15,8 @@ def stage_table(stamps, names) -> list[dict]:
     work: the last arrival minus start (the slowest program's tasks plus its late start);
     sync: the last program out of this stage's wait minus the last arrival (the hand-off itself);
     span: work + sync, the stage's share of the launch (spans sum to the launch's length).
+    A stage no program stamped in this launch (a stage the build passes without its work, e.g. a cross-rank sum
+    at one rank) has start, work, sync and span None, and the next stage starts where it would have.
     """
     n = len(names)
     if tuple(stamps.shape[1:]) != (2 * n,):
@@ -24,6 +26,9 @@ def stage_table(stamps, names) -> list[dict]:
     rows, prev = [], t[:, 2 * n - 1].max()
     for s, name in enumerate(names):
         done = t[:, 2 * s].max()
+        if done <= 0 or done < t0:  # never stamped (zeros): not a stage of this launch
+            rows.append({"stage": name, "start": None, "work": None, "sync": None, "span": None})
+            continue
         out = t[:, 2 * s + 1].max() if s < n - 1 else done
         rows.append({"stage": name, "start": float(prev - t0) / 1e3, "work": float(done - prev) / 1e3,
                      "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3})
@@ -33,7 +38,10 @@ def stage_table(stamps, names) -> list[dict]:
 
 def format_table(rows) -> str:
     lines = ["| stage | start us | work us | sync us | span us |", "|---|---|---|---|---|"]
-    lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |" for r in rows]
-    total = sum(r["span"] for r in rows)
-    lines.append(f"| total | | {sum(r['work'] for r in rows):.1f} | {sum(r['sync'] for r in rows):.1f} | {total:.1f} |")
+    rows_run = [r for r in rows if r["span"] is not None]
+    lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |"
+              if r["span"] is not None else f"| {r['stage']} | not stamped | | | |" for r in rows]
+    total = sum(r["span"] for r in rows_run)
+    lines.append(f"| total | | {sum(r['work'] for r in rows_run):.1f} | {sum(r['sync'] for r in rows_run):.1f} | "
+                 f"{total:.1f} |")
     return "\n".join(lines)

@@ -27,3 +27,17 @@ def test_stage_table_values():
 def test_stage_table_refuses_wrong_shape():
     with pytest.raises(ValueError, match="expected \\[programs, 8\\] for 4 stages"):
         trace.stage_table(_stamps(), ["a", "b", "c", "d"])
+
+
+def test_stage_never_stamped_is_reported_not_counted():
+    """A stage no program stamped (zeros: a cross-rank sum a one-rank build passes) is 'not stamped', the stages
+    after it start where they would have, and the totals leave it out; a negative span would fail."""
+    st = _stamps()
+    st = torch.cat([st[:, :2], torch.zeros(2, 2, dtype=torch.int64), st[:, 2:]], dim=1)  # b2 between a and b
+    rows = trace.stage_table(st, ["a", "b2", "b", "c"])
+    got = {r["stage"]: r for r in rows}
+    assert got["b2"]["span"] is None and got["b2"]["start"] is None
+    assert (got["b"]["start"], got["b"]["span"]) == pytest.approx((2.2, 4.3))
+    assert sum(r["span"] for r in rows if r["span"] is not None) == pytest.approx((8000 - 100) / 1e3)
+    text = trace.format_table(rows)
+    assert "| b2 | not stamped |" in text and "| total | | 5.7 | 2.2 | 7.9 |" in text

@@ -82,7 +82,7 @@ class Tiles:
     # ks_iq 2 149.0 / 225.9; bn_iq 128 with ks_iq 1 152.8 / 231.8 (q_b 15.4 us); index_scan 256 146.2 / 225.8:
     # single traces, within their noise but the last-but-one; none taken.
     index_slices: int = 128
-    index_block: int = 128
+    index_block: int = 256  # (below, index_atomics)
     index_scan: int = 512
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
     # registers (`stages_index.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
@@ -101,10 +101,10 @@ class Tiles:
     # 8192 keys 190.9, 108.9, 116.6. The launch, one process, TP8 a decode row a request
     # (results/indexer5_h200_swap_time_specs.log), rows 1 / 8: 8K 142.1 / 213.2 us, swapped 138.3 / 205.9, swapped
     # and pipelined 139.9 / 205.3; 128K 167.8 / 438.8, 159.2 / 369.0, 156.5 / 360.4. Swapped by default: its
-    # checks pass (check_layer TP8 rows 1 / 8 at 8K, check_topk at 8K and 128K: results/indexer5_h200_swap_*);
-    # pipelining stays off (mixed: slower at 8K 1 row, 2-8 us faster at 128K; its checks not run).
+    # checks pass (check_layer TP8 rows 1 / 8 at 8K, check_topk at 8K and 128K: results/indexer5_h200_swap_*).
+    # Pipelined over 3 stages in 256-key blocks with digit 0 in 8 atomic copies by default (below).
     index_swap: bool = True
-    index_pipe: int = 0
+    index_pipe: int = 3
     # index_atomics: digit 0 counted in the score loop by one integer atomic a key into its row's histogram in
     # scratch, instead of tl.histogram over each block (128 scores into 256 bins) kept in registers and added once a
     # task; its value is the copies of each row's histogram (a task counts into copy task % copies; the readers sum
@@ -113,7 +113,15 @@ class Tiles:
     # 84.0 without digit 0). One copy (results/indexer6_h200_*, TP8, a decode row a request): faster where 16 tasks
     # share a row's copy (128K 8 rows 339.8 against 370.4 us), slower where 128 do (128K 1 row 189.8 against 159.9):
     # the atomics queue on a few hot bins; the probe's 132 programs on one histogram 345 against 109 us.
-    index_atomics: int = 0
+    # The loop alone (results/indexer6_h200_probe_score.log, 8192 keys a program): 256-key blocks pipelined over
+    # 3 stages 86.1 us with tl.histogram, 59.6 without digit 0 (over 4). The launch, one process, TP8, a decode
+    # row a request, rows 1 / 4 / 8 (results/indexer6_h200_time_specs.log): at 128K 159.9 / 251.9 / 373.4 us with
+    # the old loop (128-key blocks by hand, digit 0 in registers), 155.8 / 237.4 / 343.0 with 256-key blocks
+    # pipelined over 3 stages, 158.9 / 226.5 / 313.8 with 8 atomic copies too (32: 156.8 / 226.9 / 314.8); at
+    # 8K 140.2 / 175.6 / 208.5, 142.2 / 175.1 / 209.1, 143.6 / 174.8 / 210.1. Taken: 256 / 3 / 8 (the 8K cost at
+    # 1 row, 3.4 us, against 25-60 us at 128K and 4-8 rows). index_scan 1024 on top: 128K 158.4 / 224.3 / 307.7,
+    # 8K 147.0 / 179.9 / 214.3 (2048: 8K 157.0 at 1 row): not taken.
+    index_atomics: int = 8
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -278,9 +286,11 @@ KIND_TILES: dict[str, dict] = {
 # Compile-only evidence: no gfx950 device has run these.
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
 # swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first. MoE up's k parts resolved
-# per width (ks_u 0) are an H200 finding too; gfx950 keeps 4.
+# per width (ks_u 0) are an H200 finding too; gfx950 keeps 4. The indexer's score loop (256-key blocks pipelined
+# by Triton, digit 0 in 8 atomic copies) is one too: gfx950 keeps 128-key blocks by hand, digit 0 in registers.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
-                                           "dn_parts": 1, "stages_dn": 8, "ks_u": 4}}
+                                           "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
+                                           "index_pipe": 0, "index_atomics": 0}}
 
 
 def target_of(device) -> str:

@@ -110,8 +110,11 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, c
             L.run(steps, caches)
             torch.cuda.synchronize()
             tabs.append(L.plan.trace_table())
-        med = [{k: (sorted(t[i][k] for t in tabs)[len(tabs) // 2] if k != "stage" else tabs[0][i][k])
-                for k in tabs[0][i]} for i in range(len(tabs[0]))]
+        def median(vals):  # None: a stage the build never stamps (trace.stage_table)
+            return None if None in vals else sorted(vals)[len(vals) // 2]
+
+        med = [{k: (median([t[i][k] for t in tabs]) if k != "stage" else tabs[0][i][k]) for k in tabs[0][i]}
+               for i in range(len(tabs[0]))]
         skipped = f", stages {skip_mask:#x} emptied" if skip_mask else ""
         print(f"\ntrace rows {w} ctx {context}{skipped}: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
               f"median of {replays} eager steps of the last of {N_LAYERS} layers", flush=True)
