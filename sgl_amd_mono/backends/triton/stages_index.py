@@ -457,9 +457,17 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, h
                 u = order_key(x)
                 high = (u >> (32 - 8 * P)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
-                h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
-                if P == RADIX_LAST:
-                    above += tl.sum(((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                if P >= 2:  # few keys share a 16- or 24-bit prefix: a block without one skips the histogram
+                    if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                        both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                        above += both & 65535
+                        n_hit = both >> 16
+                    else:
+                        n_hit = tl.sum(hit.to(tl.int32), axis=0)
+                    if n_hit > 0:
+                        h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                else:
+                    h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
                 x = x_next
             tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
             if P == RADIX_LAST:

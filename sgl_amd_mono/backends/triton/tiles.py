@@ -232,8 +232,9 @@ class Tiles:
             raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
         if self.index_block < 64 or self.index_block & (self.index_block - 1):
             raise ValueError(f"index_block {self.index_block} is not a power of two >= 64 (whole index-K pages)")
-        if self.index_scan < 64 or self.index_scan & (self.index_scan - 1):
-            raise ValueError(f"index_scan {self.index_scan} is not a power of two >= 64")
+        if self.index_scan < 64 or self.index_scan & (self.index_scan - 1) or self.index_scan > 32768:
+            raise ValueError(f"index_scan {self.index_scan} is not a power of two from 64 to 32768 (the last digit's "
+                             "stage sums a block's hits and keys above in 16 bits each)")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
         if self.index_atomics < 0 or self.index_atomics & (self.index_atomics - 1) or self.index_atomics > 64:
