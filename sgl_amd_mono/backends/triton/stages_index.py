@@ -232,8 +232,7 @@ def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.const
 
 @triton.jit
 def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr, HC: tl.constexpr = 1):
-    """The other parity's histograms (HC copies a row: digit 0's), zeroed for the next launch on these buffers
-    (one row a program)."""
+    """The other parity's histograms (HC copies a row: digit 0's), zeroed for the next launch (a row a program)."""
     for r in tl.range(pid, R, NPROG):
         tl.store(hist_ptr + ((1 - parity) * R + r) * HC * BINS + tl.arange(0, HC * BINS),
                  tl.zeros((HC * BINS,), dtype=tl.int32))
@@ -261,9 +260,15 @@ def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
 
 
 @triton.jit
-def digit0(sc):
-    """The first radix digit (the top 8 bits of `order_key`) of scores sc, as int32 bins."""
-    return (order_key(sc) >> 24).to(tl.int32)
+def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr):
+    """The first radix digit (the top 8 bits of `order_key`) of the scores sc where counted: their histogram
+    [BINS]; ATOM: one integer atomic a key into the row's histogram at hist_row_ptr instead (returns zeros)."""
+    d = (order_key(sc) >> 24).to(tl.int32)
+    if ATOM:
+        tl.atomic_add(hist_row_ptr + d, 1, mask=counted, sem="relaxed")
+        return tl.zeros((BINS,), dtype=tl.int32)
+    else:
+        return tl.histogram(d, BINS, mask=counted)
 
 
 @triton.jit
@@ -275,11 +280,8 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
     sc = block_scores(q, hw, k, ks, SWAP)
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
-        counted = (tt < end) & (tt < rlen) & (rlen > LS)
-        if ATOM:
-            tl.atomic_add(hist_row_ptr + digit0(sc), 1, mask=counted, sem="relaxed")
-        else:
-            hj = tl.histogram(digit0(sc), BINS, mask=counted)
+        hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM)
+        if not ATOM:
             h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
     return h
 
@@ -312,9 +314,9 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
-            h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j,
-                           tl.sum(tl.where(rows == r, lens, 0), axis=0), is_hist, LS, SWAP, hist_ptr + r * ATOM * BINS,
-                           ATOM)
+            rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
+            h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j, rlen, is_hist, LS, SWAP,
+                           hist_ptr + r * ATOM * BINS, ATOM)
         k, ks = k_next, ks_next
     return h
 
@@ -336,11 +338,9 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         sc = block_scores(q0, hw0, k, ks, SWAP)
         tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
         if HIST:
-            counted = (tt < s1) & (tt < len0) & (len0 > LS)
-            if ATOM:
-                tl.atomic_add(hist_row_ptr + digit0(sc), 1, mask=counted, sem="relaxed")
-            else:
-                h0 += tl.histogram(digit0(sc), BINS, mask=counted)
+            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM)
+            if not ATOM:
+                h0 += hj
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
 
 
@@ -457,8 +457,7 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, h
                 u = order_key(x)
                 high = (u >> (32 - 8 * P)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
-                # few keys share a 16- or 24-bit prefix: a block without one skips the histogram (H200, ab_trees,
-                # results/indexer6_h200_ab_sel_skip.log: 128K 8 rows 313.4 -> 303.9 us, the rest within 0.7 us)
+                # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
                 if P >= 2:
                     if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
                         both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
