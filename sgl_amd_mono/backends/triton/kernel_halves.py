@@ -224,10 +224,10 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    HC0: tl.constexpr = IATOM if IATOM > 0 else 1  # digit 0's histogram copies a row (`stages_index.score`)
+    HC0: tl.constexpr = IATOM if IATOM > 0 else 1  # digit 0's histogram copies a row (the table's hist0_copies)
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
-                IATOM, NPROG, SKIP_MASK, COUNT_TASKS)
+                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, HC0)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     index.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist1_ptr, cnt_ptr, topk_ptr, epoch,

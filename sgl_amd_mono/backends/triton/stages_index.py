@@ -349,7 +349,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
-          ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+          ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
+          HC: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -359,10 +360,9 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     row's length (`row_lengths`); rpr: rows_per_req. SWAP: the dots swapped (`score_keys`); PIPE > 0: a decode
     request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM > 0:
     digit 0 counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a
-    task; hist0 then holds ATOM copies of each row's histogram, task t counting into copy t % ATOM (fewer tasks
-    contend for one address), summed where read (`radix_prefix`)."""
+    task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
+    copy t % HC (fewer tasks contend for one address), summed where read (`radix_prefix`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
-    HC: tl.constexpr = ATOM if ATOM > 0 else 1  # digit 0's histogram copies a row
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC)
     hist_ptr = hist0_ptr + parity * R * HC * BINS  # this launch's histograms, a row's HC x BINS counts each
