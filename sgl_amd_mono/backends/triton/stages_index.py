@@ -541,6 +541,12 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
 
 
 @triton.jit
+def _max_pair(a0, a1, b0, b1):
+    """tl.reduce's combine of two values at once: each one's max."""
+    return tl.maximum(a0, b0), tl.maximum(a1, b1)
+
+
+@triton.jit
 def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
@@ -583,18 +589,22 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist
                 u = order_key(x).to(tl.int64)
                 is_above = valid & (u > thr)
                 is_at = valid & (u == thr)
-                rank_above = n_above + tl.cumsum(is_above.to(tl.int32), axis=0) - 1
-                rank_at = n_at + tl.cumsum(is_at.to(tl.int32), axis=0) - 1
+                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+                rank_above = n_above + (both & 65535) - 1
+                rank_at = n_at + (both >> 16) - 1
                 take_at = is_at & (rank_at < need)
                 dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
                 put = is_above | take_at
                 oob = put & ((dest < 0) | (dest >= KTOP))
-                if tl.sum(oob.to(tl.int32), axis=0) > 0:  # counts and threshold disagree: never write past
-                    report_invariant(err_ptr, launch_id, S, pid, r,  # the row's list
-                                     tl.max(tl.where(oob, tl.abs(dest), 0), axis=0), KTOP)
+                # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
+                counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
+                if worst > 0:  # counts and threshold disagree: never write past the row's list
+                    report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
                 tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
                          mask=put & (dest >= 0) & (dest < KTOP))
-                n_above += tl.sum(is_above.to(tl.int32), axis=0)
-                n_at += tl.sum(is_at.to(tl.int32), axis=0)
+                n_above += counts & 65535
+                n_at += counts >> 16
                 x = x_next
                 page = page_next
