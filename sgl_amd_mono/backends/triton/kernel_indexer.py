@@ -2,7 +2,7 @@
 selects its own exact top-k (`glm53/kinds/indexer.py` is the table; its docstring states the exactness rule).
 
 The kernel is the table as stage calls: the attention half's front stages with the index work as task groups
-(`stages_attention.py`, `stages_index.py`), the indexer's own stages (score, the radix digits, emit),
+(`stages_attention.py`, `stages_index.py`, `stages_select.py`), the indexer's own stages (score, the radix digits, emit),
 then the sparse MLA over the selected slots and the MoE (`kernel_halves.py`). Arguments come by name from the
 table (`launch.py`), as the shared kind's.
 """

@@ -85,7 +85,7 @@ class Tiles:
     index_block: int = 256  # (below, index_atomics)
     index_scan: int = 512
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
-    # registers (`stages_index.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
+    # registers (`stages_select.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
     # takes it (rows of at most top-k keys are listed by one task either way, and a launch with no sliced row skips
     # that select's last three stages). 0 on the H200: one process, TP8 8K, a decode row a request
     # (results/indexer4_h200_*): 179.1 / 247.5 us at 1 / 8 rows with 8192 against 147.4 / 217.2 with 0 (sel1's

@@ -1,0 +1,260 @@
+"""The DSA indexer's exact top-k in Triton (`glm53/kinds/indexer.py` is the table; the scores are
+`stages_index.score`'s, in scratch as f32, a row's in position order).
+
+A row of L keys takes one of three paths, by L alone (every program reads the same lengths, so every program
+agrees):
+  * L <= KTOP: every position in order, then -1 (one task, in stage sel1);
+  * KTOP < L <= LS (LS = max(KTOP, ISHORT)): one task selects the whole list from the row's scores held in
+    registers (`select_row`, stage sel1): the KTOP-th largest key found a bit at a time from the top;
+  * L > LS: the sliced radix select. Keys are compared as order-preserving uint32 (`order_key`); the KTOP-th
+    largest is found digit by digit (four digits of 8 bits, from the top): a digit's histogram is accumulated
+    over the row's slices with integer atomics (exact, so the same bits every run), into hist_p[epoch % 2];
+    the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers. Every program re-derives
+    the digits found so far from the histograms (`radix_prefix`), so no stage of its own publishes them. A
+    row's keys are split into slices of whole IBLK blocks, a task each; the selection's tasks scan their
+    slice ISCAN keys a step, loading the next step's scores before they use this one's.
+Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
+bit. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a 2048-bin histogram in registers spills,
+and Triton's histogram costs grow with its bins.)
+"""
+
+import triton
+import triton.language as tl
+
+from sgl_amd_mono.backends.triton.stages_index import (BINS, PAGE, RADIX_LAST, load_scores, order_key, slice_of,
+                                                       zero_other_parity)
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+
+
+@triton.jit
+def digit_of(h, need, prefix):
+    """One digit of the radix select from its histogram h [256]: the largest digit d whose keys, with the
+    keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
+    bins = tl.arange(0, BINS)
+    suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b
+    d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
+    above = tl.sum(tl.where(bins > d, h, 0), axis=0)
+    return need - above, prefix * 256 + d.to(tl.int64)
+
+
+@triton.jit
+def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr,
+                 HC: tl.constexpr = 1):
+    """(need, prefix) after P digits of a row's select: prefix = the top 8P bits of its KTOP-th largest key,
+    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity (digit
+    0's: its HC copies, summed here, start at off HC). The histograms are loaded before any is used (one round
+    trip)."""
+    bins = tl.arange(0, BINS)
+    need = KTOP + off * 0
+    prefix = (off * 0).to(tl.int64)
+    if P > 0:
+        h0 = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
+                            cache_modifier=".cg"), axis=0)
+    if P > 1:
+        h1 = tl.load(hist1_ptr + off + bins, cache_modifier=".cg")
+    if P > 2:
+        h2 = tl.load(hist2_ptr + off + bins, cache_modifier=".cg")
+    if P > 3:
+        h3 = tl.load(hist3_ptr + off + bins, cache_modifier=".cg")
+    if P > 0:
+        need, prefix = digit_of(h0, need, prefix)
+    if P > 1:
+        need, prefix = digit_of(h1, need, prefix)
+    if P > 2:
+        need, prefix = digit_of(h2, need, prefix)
+    if P > 3:
+        need, prefix = digit_of(h3, need, prefix)
+    return need, prefix
+
+
+@triton.jit
+def any_sliced_row(lens, LS: tl.constexpr):
+    """Whether a row of this step takes the sliced select (its length past LS; lens: `row_lengths`): the same
+    answer in every program, so every program takes the same branch around that select's stages."""
+    return tl.max(lens, axis=0) > LS
+
+
+@triton.jit
+def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, cnt_ptr, topk_ptr, epoch,
+                 pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+                 PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
+    """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
+    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far, counted into
+    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
+    programs fill each such row's list with -1 (emit writes over it)."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    parity = epoch & 1
+    zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = tl.arange(0, ISCAN)
+    bins = tl.arange(0, BINS)
+    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        r = t // NSL
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        if rlen > LS:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
+            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P,
+                                     HC)
+            h = tl.zeros((BINS,), dtype=tl.int32)
+            above = rlen * 0  # keys above the prefix (P == 3's counts)
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                u = order_key(x)
+                high = (u >> (32 - 8 * P)).to(tl.int64)
+                hit = (tt < s1) & (high == prefix)
+                # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
+                if P >= 2:
+                    if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                        both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                        above += both & 65535
+                        n_hit = both >> 16
+                    else:
+                        n_hit = tl.sum(hit.to(tl.int32), axis=0)
+                    if n_hit > 0:
+                        h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                else:
+                    h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                x = x_next
+            tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+            if P == RADIX_LAST:
+                tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
+                tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
+    if P == RADIX_LAST:
+        KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+        for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
+            if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+                count_task(task_count_ptr, S, COUNT_TASKS)
+                for k0 in range(0, KTOP, KB):
+                    tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+
+
+@triton.jit
+def signed_key(x):
+    """f32 -> int32 whose signed order is the floats' (order_key(x) - 2^31: -0.0 below +0.0)."""
+    b = x.to(tl.int32, bitcast=True)
+    return tl.where(b < 0, b ^ 0x7FFFFFFF, b)
+
+
+@triton.jit
+def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr, PMAX: tl.constexpr,
+               ISHORT: tl.constexpr):
+    """Row r's whole list in one task, for KTOP < rlen <= ISHORT: its scores in registers (ISHORT / 256 a
+    thread), the KTOP-th largest key u* found a bit at a time from the top (the largest threshold with KTOP keys
+    at or above it: 32 counts), then the keys above u* at entries [0, above) and the first KTOP - above keys at
+    u* after them, each in position order (prefix sums), as physical slots. The list of the exactness rule, as
+    the sliced radix select's."""
+    tt = tl.arange(0, ISHORT)
+    valid = tt < rlen
+    x = tl.load(scores_ptr + r * (PMAX * PAGE) + tt, mask=valid, other=0.0, cache_modifier=".cg")
+    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
+    sk = signed_key(x)
+    thr = (rlen * 0).to(tl.int64)  # u*'s bits found so far, as order_key's uint32 value
+    one = thr + 1
+    for b in tl.static_range(32):
+        cand = thr | (one << (31 - b))
+        n = tl.sum((valid & (sk >= (cand - (one << 31)).to(tl.int32))).to(tl.int32), axis=0)
+        thr = tl.where(n >= KTOP, cand, thr)
+    thr_s = (thr - (one << 31)).to(tl.int32)
+    is_above = valid & (sk > thr_s)
+    is_at = valid & (sk == thr_s)
+    above = tl.sum(is_above.to(tl.int32), axis=0)
+    rank_at = tl.cumsum(is_at.to(tl.int32), axis=0) - 1
+    dest = tl.where(is_above, tl.cumsum(is_above.to(tl.int32), axis=0) - 1, above + rank_at)
+    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | (is_at & (rank_at < KTOP - above)))
+
+
+@triton.jit
+def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
+                KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
+                SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
+    keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
+    one: `select_row`."""
+    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        if rlen <= KTOP:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            for k0 in range(0, KTOP, KB):
+                tt = k0 + tl.arange(0, KB)
+                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
+                tl.store(topk_ptr + r * KTOP + tt, tl.where(tt < rlen, page * PAGE + tt % PAGE, -1))
+        if ISHORT > KTOP:
+            if (rlen > KTOP) & (rlen <= LS):
+                count_task(task_count_ptr, S, COUNT_TASKS)
+                select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+
+
+@triton.jit
+def _max_pair(a0, a1, b0, b1):
+    """tl.reduce's combine of two values at once: each one's max."""
+    return tl.maximum(a0, b0), tl.maximum(a1, b1)
+
+
+@triton.jit
+def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
+         launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
+    """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
+    page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
+    in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
+    them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
+    counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
+    outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    parity = epoch & 1
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = tl.arange(0, ISCAN)
+    sls = tl.arange(0, NSL)
+    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        r = t // NSL
+        s = t % NSL
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        s0, s1 = slice_of(rlen, s, NSL, IBLK)
+        if (rlen > LS) & (s0 < s1):
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            # the loads that need no histogram issued first: the scores and the page ids
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+            page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4,
+                                     HC)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                valid = tt < s1
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1, other=0)
+                u = order_key(x).to(tl.int64)
+                is_above = valid & (u > thr)
+                is_at = valid & (u == thr)
+                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+                rank_above = n_above + (both & 65535) - 1
+                rank_at = n_at + (both >> 16) - 1
+                take_at = is_at & (rank_at < need)
+                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                put = is_above | take_at
+                oob = put & ((dest < 0) | (dest >= KTOP))
+                # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
+                counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
+                if worst > 0:  # counts and threshold disagree: never write past the row's list
+                    report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+                tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
+                         mask=put & (dest >= 0) & (dest < KTOP))
+                n_above += counts & 65535
+                n_at += counts >> 16
+                x = x_next
+                page = page_next
