@@ -164,6 +164,7 @@ def index_attention(
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
     T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
+    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, before the index keys'
     T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
     if TOKENS and TP > 1:
@@ -194,20 +195,22 @@ def index_attention(
     attn_half.latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, ql_ptr, qlq_ptr, qls_ptr,
                      kv_cache_ptr, stride_kv_cache, eps, pid, ok, task_count_ptr, S_LATENT, 2 * R, R, QL, KVL, ROPE,
                      KS_A, NPROG, SKIP_MASK, COUNT_TASKS)
-    for r in tl.range((pid - (2 * R) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_LATENT, SKIP_MASK), NPROG,
-                      num_stages=1):  # the index keys, a task a row: the stage's tasks after the latents'
-        count_task(task_count_ptr, S_LATENT, COUNT_TASKS)
-        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
                          COUNT_TASKS)
-    attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr,
-                         live_tasks(T_Q_B - T_B, ok, S_Q_B, SKIP_MASK), pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL,
-                         KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB, S_Q_B, COUNT_TASKS, T_B)
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
+                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
+                         S_Q_B, COUNT_TASKS, T_B)
+    # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
+    # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
+    for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
+                      num_stages=1):
+        count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

@@ -5,9 +5,9 @@ the shared layers after it (`topk`).
 Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
   qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1) and of weights_proj (bf16, on xn1)
-  latent  + tasks [2R, 3R): row t - 2R's index key: LayerNorm, interleaved rope on the first ROPE dims, the
-            Hadamard rotation, ue8m0 fp8 quantization, written into the index-K cache at out_loc
-  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq)
+  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
+            tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
+            ue8m0 fp8 quantization), written into the index-K cache at out_loc
   absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
           head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
@@ -97,12 +97,6 @@ INDEX_SCRATCH = (
 )
 
 
-def _mla_rows(d, t: int) -> tuple[int, ...]:
-    """latent's tasks [R, 2R) write the MLA cache row of row t - R (tasks [2R, 3R) the index-K rows, checked by
-    the check scripts' write sets)."""
-    return (t - d.R,) if d.R <= t < 2 * d.R else ()
-
-
 def _stages() -> tuple[StageDef, ...]:
     a = {s.name: s for s in halves.ATTN_STAGES}
     rep = dataclasses.replace
@@ -111,10 +105,11 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
         rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + 2 * d.tiles.ks_i,
             reads=(*a["qkv_a"].reads, "xn1", "wk", "wk_s", "weights_proj"), writes=("qkv_part", "ik_part", "iw_part")),
-        rep(a["latent"], tasks=lambda d: 3 * d.R, reads=(*a["latent"].reads, "ik_part", "k_norm_w", "k_norm_b"),
-            writes=(*a["latent"].writes, "index_k_cache"), cache_rows=_mla_rows),
-        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq,
-            reads=(*a["q_b"].reads, "wq_b", "wq_b_s"), writes=("qb_part", "iq_part")),
+        a["latent"],
+        # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
+            reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
+            writes=("qb_part", "iq_part", "index_k_cache")),
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
