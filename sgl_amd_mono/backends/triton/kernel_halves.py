@@ -187,14 +187,15 @@ def index_attention(
     attn_half.gemv_stage(xq1_ptr, xs1_ptr, wk_ptr, wk_s_ptr, ik_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK),
                          pid, ID, 0.0, 0.0, task_count_ptr, R, D, KS_I, ID, STAGES, NPROG, False, SWAP_AB, S_QKV_A,
                          COUNT_TASKS, T_A)
-    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_I, ok, S_QKV_A, SKIP_MASK), pid,
-                          task_count_ptr, R, IH, D, KS_I, NPROG, S_QKV_A, COUNT_TASKS, T_A + KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_QKV_A, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, ql_ptr, qlq_ptr, qls_ptr,
                      kv_cache_ptr, stride_kv_cache, eps, pid, ok, task_count_ptr, S_LATENT, 2 * R, R, QL, KVL, ROPE,
                      KS_A, NPROG, SKIP_MASK, COUNT_TASKS)
+    # weights_proj (on xn1, needed first by the index queries) beside the latents' per-row tasks
+    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_I, ok, S_LATENT, SKIP_MASK), pid,
+                          task_count_ptr, R, IH, D, KS_I, NPROG, S_LATENT, COUNT_TASKS, 2 * R)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

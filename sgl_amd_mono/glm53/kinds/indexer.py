@@ -4,7 +4,8 @@ the shared layers after it (`topk`).
 
 Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
-  qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1) and of weights_proj (bf16, on xn1)
+  qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1)
+  latent  + split-K parts (ks_i) of weights_proj (bf16, on xn1)
   q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
             tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
             ue8m0 fp8 quantization), written into the index-K cache at out_loc
@@ -103,9 +104,10 @@ def _stages() -> tuple[StageDef, ...]:
     bound = lambda d: d.R * d.NSL  # noqa: E731 (every row's slices: an upper bound)
     return (
         rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
-        rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + 2 * d.tiles.ks_i,
-            reads=(*a["qkv_a"].reads, "xn1", "wk", "wk_s", "weights_proj"), writes=("qkv_part", "ik_part", "iw_part")),
-        a["latent"],
+        rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + d.tiles.ks_i, reads=(*a["qkv_a"].reads, "wk", "wk_s"),
+            writes=("qkv_part", "ik_part")),
+        rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_i,
+            reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part")),
         # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
         rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
             reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
