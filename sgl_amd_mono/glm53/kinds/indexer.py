@@ -98,6 +98,11 @@ INDEX_SCRATCH = (
 )
 
 
+def _mla_rows(d, t: int) -> tuple[int, ...]:
+    """latent's tasks [R, 2R) write the MLA cache row of row t - R (its weights_proj tasks after them none)."""
+    return (t - d.R,) if d.R <= t < 2 * d.R else ()
+
+
 def _stages() -> tuple[StageDef, ...]:
     a = {s.name: s for s in halves.ATTN_STAGES}
     rep = dataclasses.replace
@@ -107,7 +112,8 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + d.tiles.ks_i, reads=(*a["qkv_a"].reads, "wk", "wk_s"),
             writes=("qkv_part", "ik_part")),
         rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_i,
-            reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part")),
+            reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
+            cache_rows=_mla_rows),
         # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
         rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
             reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
