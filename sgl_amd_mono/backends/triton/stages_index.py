@@ -299,7 +299,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM > 0:
     digit 0 counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
-    copy t % HC (fewer tasks contend for one address), summed where read (`radix_prefix`)."""
+    copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC)

@@ -9,10 +9,11 @@ agrees):
   * L > LS: the sliced radix select. Keys are compared as order-preserving uint32 (`order_key`); the KTOP-th
     largest is found digit by digit (four digits of 8 bits, from the top): a digit's histogram is accumulated
     over the row's slices with integer atomics (exact, so the same bits every run), into hist_p[epoch % 2];
-    the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers. Every program re-derives
-    the digits found so far from the histograms (`radix_prefix`), so no stage of its own publishes them. A
-    row's keys are split into slices of whole IBLK blocks, a task each; the selection's tasks scan their
-    slice ISCAN keys a step, loading the next step's scores before they use this one's.
+    the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers. Each stage's tasks find
+    the digits so far from the prefix the stage before kept and that stage's histogram (`found_prefix`), and a
+    row's first task keeps the result for the next (`keep_prefix`). A row's keys are split into slices of whole
+    IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading the next step's
+    scores before they use this one's.
 Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
 bit. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a 2048-bin histogram in registers spills,
 and Triton's histogram costs grow with its bins.)
@@ -38,33 +39,32 @@ def digit_of(h, need, prefix):
 
 
 @triton.jit
-def radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, off, KTOP: tl.constexpr, P: tl.constexpr,
-                 HC: tl.constexpr = 1):
-    """(need, prefix) after P digits of a row's select: prefix = the top 8P bits of its KTOP-th largest key,
-    need = how many keys with that prefix the list still takes. off: the row's histogram in this parity (digit
-    0's: its HC copies, summed here, start at off HC). The histograms are loaded before any is used (one round
-    trip)."""
+def found_prefix(prefix_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
+                 HC: tl.constexpr):
+    """(need, prefix) after P digits of row r's select: prefix = the top 8P bits of its KTOP-th largest key, need =
+    how many keys with that prefix the list still takes. Digit 0 from hist0's HC copies (P == 1, summed here);
+    else the first P - 1 digits as the stage before kept them (prefix[P - 2, r]: `keep_prefix`) and digit P - 1
+    from its histogram at hist_prev_ptr: one histogram loaded and one digit found a stage. off: the row's
+    histogram in this parity (digit 0's copies start at off HC)."""
     bins = tl.arange(0, BINS)
-    need = KTOP + off * 0
-    prefix = (off * 0).to(tl.int64)
-    if P > 0:
-        h0 = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
-                            cache_modifier=".cg"), axis=0)
-    if P > 1:
-        h1 = tl.load(hist1_ptr + off + bins, cache_modifier=".cg")
-    if P > 2:
-        h2 = tl.load(hist2_ptr + off + bins, cache_modifier=".cg")
-    if P > 3:
-        h3 = tl.load(hist3_ptr + off + bins, cache_modifier=".cg")
-    if P > 0:
-        need, prefix = digit_of(h0, need, prefix)
-    if P > 1:
-        need, prefix = digit_of(h1, need, prefix)
-    if P > 2:
-        need, prefix = digit_of(h2, need, prefix)
-    if P > 3:
-        need, prefix = digit_of(h3, need, prefix)
+    if P == 1:
+        h = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
+                           cache_modifier=".cg"), axis=0)
+        need, prefix = digit_of(h, KTOP + off * 0, (off * 0).to(tl.int64))
+    else:
+        kept = prefix_ptr + ((P - 2) * R + r) * 2
+        h = tl.load(hist_prev_ptr + off + bins, cache_modifier=".cg")  # issued with the kept words
+        need, prefix = digit_of(h, tl.load(kept, cache_modifier=".cg"), tl.load(kept + 1, cache_modifier=".cg"))
     return need, prefix
+
+
+@triton.jit
+def keep_prefix(prefix_ptr, need, prefix, r, is_first, P: tl.constexpr, R: tl.constexpr):
+    """Row r's (need, prefix) after P digits kept at prefix[P - 1, r] for the next stage, by the row's first slice's
+    task (is_first): every task of the row found the same."""
+    if is_first:
+        tl.store(prefix_ptr + ((P - 1) * R + r) * 2, need.to(tl.int64))
+        tl.store(prefix_ptr + ((P - 1) * R + r) * 2 + 1, prefix)
 
 
 @triton.jit
@@ -75,15 +75,16 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist_out_ptr, cnt_ptr, topk_ptr, epoch,
+def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, prefix_ptr, cnt_ptr, topk_ptr, epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
                  NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
-    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far, counted into
-    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
-    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
-    programs fill each such row's list with -1 (emit writes over it)."""
+    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`,
+    from hist_prev: digit P - 1's histogram; kept for the next stage), counted into hist_out[epoch % 2]. The last
+    digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b
+    (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's
+    list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
@@ -97,8 +98,9 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, h
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            _, prefix = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, P,
-                                     HC)
+            need, prefix = found_prefix(prefix_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P, R,
+                                        HC)
+            keep_prefix(prefix_ptr, need, prefix, r, t % NSL == 0, P, R)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (P == 3's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
@@ -108,16 +110,15 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, h
                 high = (u >> (32 - 8 * P)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
                 # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
+                do_hist = True  # digit 1: most blocks hold a key at the 8-bit prefix
                 if P >= 2:
                     if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
                         both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
                         above += both & 65535
-                        n_hit = both >> 16
+                        do_hist = (both >> 16) > 0
                     else:
-                        n_hit = tl.sum(hit.to(tl.int32), axis=0)
-                    if n_hit > 0:
-                        h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
-                else:
+                        do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
+                if do_hist:
                     h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
                 x = x_next
             tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
@@ -197,7 +198,7 @@ def _max_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, cnt_ptr, topk_ptr, err_ptr,
+def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, prefix_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
@@ -223,8 +224,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            need, thr = radix_prefix(hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, (parity * R + r) * BINS, KTOP, 4,
-                                     HC)
+            need, thr = found_prefix(prefix_ptr, hist0_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, R, HC)
             d = (thr & 255).to(tl.int32)
             before = sls < s
             at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
