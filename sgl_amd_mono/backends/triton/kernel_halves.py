@@ -130,7 +130,7 @@ def index_attention(
         res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
         pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
         xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-        hist3_ptr, prefix_ptr, cnt_ptr, wuv_cnt_ptr, oproj_cnt_ptr,
+        hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, wuv_cnt_ptr, oproj_cnt_ptr,
         sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps, softmax_scale,
         k_norm_eps,
         R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
@@ -235,9 +235,9 @@ def index_attention(
                 IATOM, NPROG, SKIP_MASK, COUNT_TASKS, HC0)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    select.select_digit(scores_ptr, lens, hist0_ptr, hist0_ptr, hist1_ptr, prefix_ptr, cnt_ptr, topk_ptr, epoch,
-                       pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                       COUNT_TASKS, HC0)
+    select.select_digit(scores_ptr, lens, hist0_ptr, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr,
+                        epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
+                        COUNT_TASKS, HC0)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
@@ -245,17 +245,17 @@ def index_attention(
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
-        select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, prefix_ptr, cnt_ptr, topk_ptr,
-                           epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                           SKIP_MASK, COUNT_TASKS, HC0)
+        select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr,
+                            epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                            SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        select.select_digit(scores_ptr, lens, hist0_ptr, hist2_ptr, hist3_ptr, prefix_ptr, cnt_ptr, topk_ptr,
-                           epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                           SKIP_MASK, COUNT_TASKS, HC0)
+        select.select_digit(scores_ptr, lens, hist0_ptr, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,
+                            epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                            SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        select.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, prefix_ptr, cnt_ptr, topk_ptr,
+        select.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr,
                    err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
                    NPROG, SKIP_MASK, COUNT_TASKS, HC0)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,

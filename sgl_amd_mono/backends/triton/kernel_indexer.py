@@ -56,7 +56,7 @@ def indexer_layer_kernel(
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
     pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
     xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-    hist3_ptr, prefix_ptr, cnt_ptr,
+    hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
     xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
     # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts; the TP group's
     # peer buffers (TP > 1)
@@ -107,7 +107,7 @@ def indexer_layer_kernel(
         res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
         pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
         xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-        hist3_ptr, prefix_ptr, cnt_ptr, sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT,
+        hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT,
         sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps, softmax_scale, k_norm_eps,
         R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX, NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE,
         IATOM, IQG, KS_I, BN_IQ, KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB,

@@ -39,32 +39,31 @@ def digit_of(h, need, prefix):
 
 
 @triton.jit
-def found_prefix(prefix_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-                 HC: tl.constexpr):
+def found_prefix(kept_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HC: tl.constexpr):
     """(need, prefix) after P digits of row r's select: prefix = the top 8P bits of its KTOP-th largest key, need =
     how many keys with that prefix the list still takes. Digit 0 from hist0's HC copies (P == 1, summed here);
-    else the first P - 1 digits as the stage before kept them (prefix[P - 2, r]: `keep_prefix`) and digit P - 1
-    from its histogram at hist_prev_ptr: one histogram loaded and one digit found a stage. off: the row's
-    histogram in this parity (digit 0's copies start at off HC)."""
+    else the first P - 1 digits as the stage before kept them (kept[r]: `keep_prefix`) and digit P - 1 from its
+    histogram at hist_prev_ptr: one histogram loaded and one digit found a stage. off: the row's histogram in this
+    parity (digit 0's copies start at off HC)."""
     bins = tl.arange(0, BINS)
     if P == 1:
         h = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
                            cache_modifier=".cg"), axis=0)
         need, prefix = digit_of(h, KTOP + off * 0, (off * 0).to(tl.int64))
     else:
-        kept = prefix_ptr + ((P - 2) * R + r) * 2
         h = tl.load(hist_prev_ptr + off + bins, cache_modifier=".cg")  # issued with the kept words
-        need, prefix = digit_of(h, tl.load(kept, cache_modifier=".cg"), tl.load(kept + 1, cache_modifier=".cg"))
+        need, prefix = digit_of(h, tl.load(kept_ptr + r * 2, cache_modifier=".cg"),
+                                tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg"))
     return need, prefix
 
 
 @triton.jit
-def keep_prefix(prefix_ptr, need, prefix, r, is_first, P: tl.constexpr, R: tl.constexpr):
-    """Row r's (need, prefix) after P digits kept at prefix[P - 1, r] for the next stage, by the row's first slice's
-    task (is_first): every task of the row found the same."""
+def keep_prefix(kept_ptr, need, prefix, r, is_first):
+    """Row r's (need, prefix) kept at kept[r] for the next stage, by the row's first slice's task (is_first): every
+    task of the row found the same."""
     if is_first:
-        tl.store(prefix_ptr + ((P - 1) * R + r) * 2, need.to(tl.int64))
-        tl.store(prefix_ptr + ((P - 1) * R + r) * 2 + 1, prefix)
+        tl.store(kept_ptr + r * 2, need.to(tl.int64))
+        tl.store(kept_ptr + r * 2 + 1, prefix)
 
 
 @triton.jit
@@ -75,14 +74,15 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, prefix_ptr, cnt_ptr, topk_ptr, epoch,
+def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr,
+                 epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
                  NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
-    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`,
-    from hist_prev: digit P - 1's histogram; kept for the next stage), counted into hist_out[epoch % 2]. The last
-    digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b
+    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
+    from kept_prev and hist_prev, digit P - 1's histogram; kept at kept for the next stage), counted into
+    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b
     (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's
     list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -98,9 +98,9 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, prefi
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            need, prefix = found_prefix(prefix_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P, R,
+            need, prefix = found_prefix(kept_prev_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P,
                                         HC)
-            keep_prefix(prefix_ptr, need, prefix, r, t % NSL == 0, P, R)
+            keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (P == 3's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
@@ -198,7 +198,7 @@ def _max_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, prefix_ptr, cnt_ptr, topk_ptr, err_ptr,
+def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
@@ -224,7 +224,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, prefix_ptr, cnt
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            need, thr = found_prefix(prefix_ptr, hist0_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, R, HC)
+            need, thr = found_prefix(kept3_ptr, hist0_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, HC)
             d = (thr & 255).to(tl.int32)
             before = sls < s
             at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")

@@ -93,8 +93,8 @@ INDEX_SCRATCH = (
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
       for p in range(1, RADIX_PASSES)),
-    B("prefix", lambda d: (RADIX_PASSES - 1, d.R, 2), "i64",
-      "[p, r]: row r's (need, prefix) after p + 1 digits, kept by sel(p + 1) for the next stage"),
+    *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after {p} radix digits, kept by sel{p} for "
+        "the next stage") for p in range(1, RADIX_PASSES)),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
@@ -126,16 +126,16 @@ def _stages() -> tuple[StageDef, ...]:
                                                        "rows_per_req"), ("scores", "hist0"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"),
-                 ("hist1", "prefix", "topk"),
+                 ("hist1", "kept1", "topk"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", bound, ("scores", "lengths", "prefix", "hist1"), ("hist2", "prefix"), is_bound=True,
+        StageDef("sel2", bound, ("scores", "lengths", "kept1", "hist1"), ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found"),
-        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "prefix", "hist2"),
-                 ("hist3", "prefix", "cnt", "topk"), is_bound=True,
+        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept2", "hist2"),
+                 ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 3's histogram under the digits found, and the slice's "
                      "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
-        StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "prefix", "hist3"), ("topk",),
+        StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3"), ("topk",),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
                                     "slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
