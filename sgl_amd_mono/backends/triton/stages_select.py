@@ -82,9 +82,9 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
     from kept_prev and hist_prev, digit P - 1's histogram; kept at kept for the next stage), counted into
-    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b
-    (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's
-    list with -1 (emit writes over it)."""
+    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
+    programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
