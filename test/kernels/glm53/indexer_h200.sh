@@ -15,9 +15,10 @@
 #          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
 #   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
-#   abtime the indexer's A/B against the tree in .carry/old (`git archive <commit> | tar -x -C .carry/old`): both
-#          trees' time builds precompiled, then ab_trees.sh (old, new, new, old) at $AB_WIDTHS (default 1 2 4 8)
-#          and $AB_CONTEXTS (default 8192 131072), a decode row a request; $AB_SPEC: tile overrides for both trees
+#   abtime the indexer's A/B between the trees of $TREES ('name=path ...', default 'old=.carry/old new=.': each
+#          path from `git archive <commit> | tar -x -C <path>`): every tree's time builds precompiled, then
+#          ab_trees.sh (the trees in order, then reversed) at $AB_WIDTHS (default 1 2 4 8) and $AB_CONTEXTS
+#          (default 8192 131072), a decode row a request; $AB_SPEC: tile overrides for every tree
 # From the repo root with .whl carried; outputs flat under $OUT.
 set -u
 export PYTHONUNBUFFERED=1
@@ -54,10 +55,12 @@ if has probe; then
 fi
 if has abtime; then
   AB=(); for w in ${AB_WIDTHS:-1 2 4 8}; do for c in ${AB_CONTEXTS:-8192 131072}; do AB+=("${AB_SPEC:-}|$w|bf16|||||$c"); done; done
-  (cd .carry/old && PYTHONPATH="$PWD:$PWD/$G:/tmp/site" timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 \
-     --builds "${AB[@]}") > "$OUT/idx_precompile_old.log" 2>&1 &
-  timeout 240 python3 $G/precompile.py --kind indexer --jobs 8 --builds "${AB[@]}" > "$OUT/idx_precompile_ab.log" 2>&1 &
-  wait; el "precompile both trees"
+  export TREES=${TREES:-old=.carry/old new=.}
+  for nt in $TREES; do
+    (cd "${nt#*=}" && PYTHONPATH="$PWD:$PWD/$G:/tmp/site" timeout 240 python3 $G/precompile.py --kind indexer \
+       --jobs ${AB_JOBS:-8} --builds "${AB[@]}") > "$OUT/idx_precompile_${nt%%=*}.log" 2>&1 &
+  done
+  wait; el "precompile the trees ($TREES)"
   OUT="$OUT/ab" KIND=indexer WIDTHS="${AB_WIDTHS:-1 2 4 8}" CONTEXTS="${AB_CONTEXTS:-8192 131072}" \
     EXTRA="--shape decode ${AB_SPEC:+--tiles $AB_SPEC}" bash $G/ab_trees.sh > /dev/null 2>&1; el "ab_trees indexer rc=$?"
   cat "$OUT/ab/ab_summary.txt" >> "$OUT/idx_summary.txt"
