@@ -80,7 +80,10 @@ class Tiles:
     # weights_proj run in ks_i split-K parts; wq_b in column tiles of bn_iq and ks_iq parts. H200 traces at TP8 8K,
     # rows 1 / 8 (results/indexer2_h200_trace_8k*): ks_i 6 149.5 / 229.5 us vs 16 149.0 / 228.6; bn_iq 64 with
     # ks_iq 2 149.0 / 225.9; bn_iq 128 with ks_iq 1 152.8 / 231.8 (q_b 15.4 us); index_scan 256 146.2 / 225.8:
-    # single traces, within their noise but the last-but-one; none taken.
+    # single traces, within their noise but the last-but-one; none taken. ks_i 6 with qkv_a in 6 parts (ks_a, the
+    # indexer's KIND_TILES: 126 qkv_a tasks and wk's 6 on 132 programs, weights_proj's in latent), one process
+    # (results/indexer7_h200_time_specs.log), rows 1 / 8: 8K 137.6 / 201.9 -> 136.6 / 201.0 us, 128K 150.2 /
+    # 298.3 -> 148.1 / 297.0 (q_b in 64-column tiles of 4 parts with wq_b in 4 parts: 5-6 us slower).
     index_slices: int = 128
     index_block: int = 256  # (below, index_atomics)
     index_scan: int = 512
@@ -132,7 +135,7 @@ class Tiles:
     # TP > 1: 64-bit words of each rank's slot a cross-rank sum or gather task reads (`exchange.sum_stage`); 512
     # gives 12 tasks at 1 row of the hidden (6144) and 96 at 8 rows. Not yet tuned (no multi-GPU run).
     bx: int = 512
-    ks_i: int = 16
+    ks_i: int = 6
     bn_iq: int = 128
     ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
@@ -266,16 +269,17 @@ class Tiles:
 
 
 # Per-kind defaults of the fields Tiles leaves 0: qkv_a's k parts, q_b's column tile and k parts. The shared
-# kind's are its measured ones (see bn_a). The indexer adds wk / weights_proj tasks to qkv_a and wq_b's 64 to
-# q_b (192 tasks on 132 programs at the shared kind's tiles): 4 k parts of qkv_a and q_b in 128-column tiles of 2
-# parts put each stage in one round of tasks. H200, TP8 8K, a decode row a request, one process
-# (results/indexer3_h200_time_specs.log): 147.8 / 218.8 us at 1 / 8 rows against 152.5 / 225.4.
+# kind's are its measured ones (see bn_a). The indexer adds wk's tasks to qkv_a and wq_b's 64 to q_b (160 tasks
+# on 132 programs at the shared kind's q_b tiles): q_b in 128-column tiles of 2 parts puts it in one round of
+# tasks. H200, TP8 8K, a decode row a request, one process (results/indexer3_h200_time_specs.log): 147.8 / 218.8
+# us at 1 / 8 rows against 152.5 / 225.4 (with qkv_a in 4 parts, then weights_proj's tasks in qkv_a too); qkv_a
+# in 6 parts with wk in 6 (Tiles.ks_i): results/indexer7_h200_time_specs.log.
 KIND_TILES: dict[str, dict] = {
     "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
-    "indexer": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
+    "indexer": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
     "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # unread by it: the shared kind's, so every field resolves
-    "dense": {"ks_a": 4, "bn_b": 128, "ks_b": 2},  # the indexer's front: its tiles (not timed apart)
-    "tokens": {"ks_a": 4, "bn_b": 128, "ks_b": 2},
+    "dense": {"ks_a": 6, "bn_b": 128, "ks_b": 2},  # the indexer's front: its tiles (not timed apart)
+    "tokens": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
 }
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.
