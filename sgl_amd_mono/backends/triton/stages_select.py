@@ -74,56 +74,22 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def digit_slice(scores_row_ptr, s0, s1, hist0_ptr, hist_prev_ptr, kept_prev_ptr, kept_ptr, r, off, is_first,
-                KTOP: tl.constexpr, P: tl.constexpr, HC: tl.constexpr, W: tl.constexpr):
-    """One select task's scan of its slice [s0, s1) of row r's scores, W keys a step (prefetched by hand, a step
-    ahead): the prefix found so far (`found_prefix`; kept for the next stage by the row's first task, is_first),
-    then digit P's histogram of the keys at that prefix and, for the last digit, how many keys are above it.
-    Returns (the histogram [BINS], the keys above)."""
-    blk = tl.arange(0, W)
-    x = load_scores(scores_row_ptr, s0 + blk, s1)  # issued before the histograms are read
-    need, prefix = found_prefix(kept_prev_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP, P, HC)
-    keep_prefix(kept_ptr, need, prefix, r, is_first)
-    h = tl.zeros((BINS,), dtype=tl.int32)
-    above = s0 * 0  # keys above the prefix (the last digit's counts)
-    for t0 in tl.range(s0, s1, W, num_stages=1):  # prefetched by hand, a block ahead
-        tt = t0 + blk
-        x_next = load_scores(scores_row_ptr, tt + W, s1)
-        u = order_key(x)
-        high = (u >> (32 - 8 * P)).to(tl.int64)
-        hit = (tt < s1) & (high == prefix)
-        # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
-        do_hist = True  # digit 1: most blocks hold a key at the 8-bit prefix
-        if P >= 2:
-            if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
-                both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
-                above += both & 65535
-                do_hist = (both >> 16) > 0
-            else:
-                do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
-        if do_hist:
-            h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
-        x = x_next
-    return h, above
-
-
-@triton.jit
 def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr,
-                 epoch, pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-                 KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
-                 LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-                 HC: tl.constexpr = 1):
+                 epoch,
+                 pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+                 PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
     from kept_prev and hist_prev, digit P - 1's histogram; kept at kept for the next stage), counted into
-    hist_out[epoch % 2] (`digit_slice`: ISCAN keys a step, ISCAN / 2 in a slice of at most that many). The last
-    digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b
-    (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's
-    list with -1 (emit writes over it)."""
+    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
+    programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -131,14 +97,31 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            off = (parity * R + r) * BINS
-            if s1 - s0 <= ISCAN // 2:  # a short slice: half-width steps, none of them half empty
-                h, above = digit_slice(scores_ptr + r * SCOL, s0, s1, hist0_ptr, hist_prev_ptr, kept_prev_ptr, kept_ptr,
-                                       r, off, t % NSL == 0, KTOP, P, HC, ISCAN // 2)
-            else:
-                h, above = digit_slice(scores_ptr + r * SCOL, s0, s1, hist0_ptr, hist_prev_ptr, kept_prev_ptr, kept_ptr,
-                                       r, off, t % NSL == 0, KTOP, P, HC, ISCAN)
-            tl.atomic_add(hist_out_ptr + off + bins, h, mask=h > 0, sem="relaxed")
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
+            need, prefix = found_prefix(kept_prev_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P,
+                                        HC)
+            keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
+            h = tl.zeros((BINS,), dtype=tl.int32)
+            above = rlen * 0  # keys above the prefix (P == 3's counts)
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                u = order_key(x)
+                high = (u >> (32 - 8 * P)).to(tl.int64)
+                hit = (tt < s1) & (high == prefix)
+                # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
+                do_hist = True  # digit 1: most blocks hold a key at the 8-bit prefix
+                if P >= 2:
+                    if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                        both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                        above += both & 65535
+                        do_hist = (both >> 16) > 0
+                    else:
+                        do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
+                if do_hist:
+                    h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                x = x_next
+            tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
             if P == RADIX_LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
@@ -215,52 +198,6 @@ def _max_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def emit_slice(scores_row_ptr, pt_row_ptr, topk_row_ptr, cnt_row_ptr, hist0_ptr, hist3_ptr, kept3_ptr, err_ptr,
-               launch_id, pid, r, s, s0, s1, off, S: tl.constexpr, KTOP: tl.constexpr, NSL: tl.constexpr,
-               HC: tl.constexpr, W: tl.constexpr):
-    """One emit task's slice [s0, s1) of row r (slice s), W keys a step (prefetched by hand, a step ahead): see
-    `emit`. cnt_row_ptr: the row's first slice's counts."""
-    blk = tl.arange(0, W)
-    sls = tl.arange(0, NSL)
-    # the loads that need no histogram issued first: the scores and the page ids
-    x = load_scores(scores_row_ptr, s0 + blk, s1)
-    page = tl.load(pt_row_ptr + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-    need, thr = found_prefix(kept3_ptr, hist0_ptr, hist3_ptr, r, off, KTOP, 4, HC)
-    d = (thr & 255).to(tl.int32)
-    before = sls < s
-    at_or_above = tl.load(cnt_row_ptr + sls * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
-    n_above = tl.sum(tl.load(cnt_row_ptr + sls * (BINS + 1) + d + 1, mask=before, other=0, cache_modifier=".cg"),
-                     axis=0)
-    n_at = tl.sum(at_or_above, axis=0) - n_above
-    for t0 in tl.range(s0, s1, W, num_stages=1):  # prefetched by hand, a block ahead
-        tt = t0 + blk
-        valid = tt < s1
-        x_next = load_scores(scores_row_ptr, tt + W, s1)
-        page_next = tl.load(pt_row_ptr + (tt + W) // PAGE, mask=tt + W < s1, other=0)
-        u = order_key(x).to(tl.int64)
-        is_above = valid & (u > thr)
-        is_at = valid & (u == thr)
-        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
-        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
-        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-        rank_above = n_above + (both & 65535) - 1
-        rank_at = n_at + (both >> 16) - 1
-        take_at = is_at & (rank_at < need)
-        dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-        put = is_above | take_at
-        oob = put & ((dest < 0) | (dest >= KTOP))
-        # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
-        counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
-        if worst > 0:  # counts and threshold disagree: never write past the row's list
-            report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
-        tl.store(topk_row_ptr + dest, page * PAGE + tt % PAGE, mask=put & (dest >= 0) & (dest < KTOP))
-        n_above += counts & 65535
-        n_at += counts >> 16
-        x = x_next
-        page = page_next
-
-
-@triton.jit
 def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
@@ -271,11 +208,12 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_
     them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
     counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
-    (ERR_INVARIANT: this stage, the row, the entry, KTOP). ISCAN keys a step, ISCAN / 2 in a slice of at most
-    that many (`emit_slice`)."""
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = tl.arange(0, ISCAN)
+    sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
@@ -283,12 +221,40 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            off = (parity * R + r) * BINS
-            if s1 - s0 <= ISCAN // 2:  # a short slice: half-width steps, none of them half empty
-                emit_slice(scores_ptr + r * SCOL, page_table_ptr + r * PMAX, topk_ptr + r * KTOP,
-                           cnt_ptr + r * NSL * (BINS + 1), hist0_ptr, hist3_ptr, kept3_ptr, err_ptr, launch_id, pid, r,
-                           s, s0, s1, off, S, KTOP, NSL, HC, ISCAN // 2)
-            else:
-                emit_slice(scores_ptr + r * SCOL, page_table_ptr + r * PMAX, topk_ptr + r * KTOP,
-                           cnt_ptr + r * NSL * (BINS + 1), hist0_ptr, hist3_ptr, kept3_ptr, err_ptr, launch_id, pid, r,
-                           s, s0, s1, off, S, KTOP, NSL, HC, ISCAN)
+            # the loads that need no histogram issued first: the scores and the page ids
+            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
+            page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            need, thr = found_prefix(kept3_ptr, hist0_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, HC)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                valid = tt < s1
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1, other=0)
+                u = order_key(x).to(tl.int64)
+                is_above = valid & (u > thr)
+                is_at = valid & (u == thr)
+                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+                rank_above = n_above + (both & 65535) - 1
+                rank_at = n_at + (both >> 16) - 1
+                take_at = is_at & (rank_at < need)
+                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                put = is_above | take_at
+                oob = put & ((dest < 0) | (dest >= KTOP))
+                # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
+                counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
+                if worst > 0:  # counts and threshold disagree: never write past the row's list
+                    report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+                tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
+                         mask=put & (dest >= 0) & (dest < KTOP))
+                n_above += counts & 65535
+                n_at += counts >> 16
+                x = x_next
+                page = page_next
