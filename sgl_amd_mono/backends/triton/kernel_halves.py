@@ -137,7 +137,7 @@ def index_attention(
         NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr,
         IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
         ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr,
-        IATOM: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+        IATOM: tl.constexpr, IHC: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
         KS_O: tl.constexpr, ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr,
         STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
@@ -229,15 +229,14 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    HC0: tl.constexpr = IATOM if IATOM > 0 else 1  # digit 0's histogram copies a row (the table's hist0_copies)
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
-                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, HC0)
+                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     select.select_digit(scores_ptr, lens, hist0_ptr, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr,
                         epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                        COUNT_TASKS, HC0)
+                        COUNT_TASKS, IHC)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
@@ -247,17 +246,17 @@ def index_attention(
     if select.any_sliced_row(lens, LS):
         select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr,
                             epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                            SKIP_MASK, COUNT_TASKS, HC0)
+                            SKIP_MASK, COUNT_TASKS, IHC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.select_digit(scores_ptr, lens, hist0_ptr, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,
                             epoch, pid, ok, task_count_ptr, S_SEL3, 3, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                            SKIP_MASK, COUNT_TASKS, HC0)
+                            SKIP_MASK, COUNT_TASKS, IHC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr,
                    err_ptr, launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                   NPROG, SKIP_MASK, COUNT_TASKS, HC0)
+                   NPROG, SKIP_MASK, COUNT_TASKS, IHC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

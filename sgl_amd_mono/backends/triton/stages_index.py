@@ -227,12 +227,12 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 @triton.jit
 def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
                   r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
-                  SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr):
+                  SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr, HC: tl.constexpr):
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
-    digit 0 counted into row r's histogram copy at hist_ptr + r ATOM BINS (`score_keys`; hist_ptr: the task's
-    copy)."""
+    digit 0 counted into row r's histogram copy at hist_ptr + r HC BINS (`score_keys`; hist_ptr: the task's
+    copy of row 0's; HC copies a row)."""
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -247,14 +247,14 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
         h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
-                       hist_ptr + r0 * ATOM * BINS, ATOM)
+                       hist_ptr + r0 * HC * BINS, ATOM)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j, rlen, is_hist, LS, SWAP,
-                           hist_ptr + r * ATOM * BINS, ATOM)
+                           hist_ptr + r * HC * BINS, ATOM)
         k, ks = k_next, ks_next
     return h
 
@@ -335,11 +335,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                      hist_ptr + (t % HC) * BINS, ATOM)
+                                      hist_ptr + (t % HC) * BINS, ATOM, HC)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                  hist_ptr + (t % HC) * BINS, ATOM)
+                                  hist_ptr + (t % HC) * BINS, ATOM, HC)
             if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)
                 if is_hist:
                     for j in range(0, nrows):
