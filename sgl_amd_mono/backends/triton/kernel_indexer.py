@@ -71,7 +71,8 @@ def indexer_layer_kernel(
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
     IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
     ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr,
-    IATOM: tl.constexpr, IHC: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+    IATOM: tl.constexpr, IHC: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr,
+    KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
     KS_O: tl.constexpr, BE: tl.constexpr, KS_G: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr,
@@ -112,8 +113,8 @@ def indexer_layer_kernel(
         hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT,
         sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps, softmax_scale, k_norm_eps,
         R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX, NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE,
-        IATOM, IHC, IQG, KS_I, BN_IQ, KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB,
-        NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, N_STAGES,
+        IATOM, IHC, IQG, KS_I, BN_IQ, KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES,
+        SWAP_AB, NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, N_STAGES,
         S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT, S_ATTN, S_W_UV, S_O_PROJ,
         T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0, TP, peers_ptr, rank,
         S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)

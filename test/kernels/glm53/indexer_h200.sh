@@ -10,7 +10,7 @@
 #   trace  per-stage traces at rows 1 / 8 at 8K, 1 at 128K, a decode row a request; then at 8K rows 1 / 8 for each
 #          tile spec in $SPECS (';'-separated, e.g. 'bn_iq=64,ks_iq=2;index_scan=256')
 #   time   time_layers of both kinds in one run (1 / 2 / 4 / 8 rows, 8K and 128K; the indexer's a decode row a
-#          request, with SGLang's per-op indexer path)
+#          request, with SGLang's per-op indexer path unless TIME_PEROP=0)
 #   specs  each tile spec in $TIME_SPECS (';'-separated) timed beside the indexer's defaults in one process (an
 #          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
 #   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
@@ -85,8 +85,9 @@ if has trace; then
   done
 fi
 if has time; then
+  PEROP=; [ "${TIME_PEROP:-1}" = 0 ] && PEROP=--no-perop
   timeout ${TIME_S:-240} python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
-    --shape decode --no-variants > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode, with per-op) rc=$?"
+    --shape decode --no-variants $PEROP > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode${PEROP:+, no per-op}) rc=$?"
   timeout ${TIME_SHARED_S:-200} python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
     --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
 fi
