@@ -84,17 +84,22 @@ def test_index_score_options_change_no_bit():
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
 
 
-@pytest.mark.parametrize("case", ["w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies",
-                                  "w3_index_copies_pipe"])
-def test_index_atomics_change_no_bit(case):
+@pytest.mark.parametrize("kind, case", [("indexer", c) for c in (
+    "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_wide0",
+    "w3_index_wide0_hand", "w2_index_wide0")] + [("dense", "w3_index_wide0")])
+def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
-    copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
-    so the same bits as w3's default build, and every list the rule's."""
-    r, res = _run("indexer", case)
+    copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop; or the first two
+    digits at once from the score stage's 16-bit histogram, sel1 counting nothing (index_wide0=1; pipelined with 8
+    copies, and by hand with digit 0 in registers; w2's draft chain of 2 rows by hand): the same counts, so the
+    same bits as the width's default build (w3, w2), and every list the rule's; the dense kind's attention half
+    (the same stages) with index_wide0 too."""
+    base = case.split("_")[0]
+    r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
-    for name, bound in registry.get("indexer").interp_bounds["w3"].items():
+    for name, bound in registry.get(kind).interp_bounds[base].items():
         assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
-    assert res["digests"] == _pinned()[("indexer", "w3")]
+    assert res["digests"] == _pinned()[(kind, base)]
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
 
 
@@ -171,13 +176,15 @@ def test_a_token_id_past_the_vocabulary_is_named():
     assert res["bad_token_error"].startswith("bad step input: ") and want in res["bad_token_error"], res
 
 
-def test_skipped_select_stages_keep_the_next_launch_exact():
+@pytest.mark.parametrize("case", ["alternate", "alternate_wide0"])
+def test_skipped_select_stages_keep_the_next_launch_exact(case):
     """Rows of 300 keys (sliced select: index_short 256 here), then rows of 200 (each listed by one task, so the
     launch skips sel2, sel3 and emit: every program arrives there without waiting), then other rows of 300 keys: every
     list is the exactness rule's over the launch's own scores and the oracle's set. Without the skipped stages
     zeroing their histograms' other parity, the third launch sums the first's counts into its own, and its
-    threshold is wrong."""
-    r, res = _run("indexer", "alternate")
+    threshold is wrong. alternate_wide0: the same with the score stage's 16-bit histogram (tiles index_wide0),
+    zeroed by the score stage a launch."""
+    r, res = _run("indexer", case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
     ls = res["ls"]
     assert min(res["lengths"][0] + res["lengths"][2]) > ls >= max(res["lengths"][1]), res["lengths"]

@@ -125,6 +125,12 @@ class Tiles:
     # 1 row, 3.4 us, against 25-60 us at 128K and 4-8 rows). index_scan 1024 on top: 128K 158.4 / 224.3 / 307.7,
     # 8K 147.0 / 179.9 / 214.3 (2048: 8K 157.0 at 1 row): not taken.
     index_atomics: int = 8
+    # index_wide0: the score loop also counts each key's top 16 bits, one integer atomic a key, into its row's
+    # 65536-bin histogram (hist01), so digits 0 and 1 come from the score stage's counts: sel1 counts nothing (it
+    # lists the short rows without a wait of its own) and sel2 finds the 16-bit prefix from hist0 and hist01. One
+    # select stage's wait and its histogram of nearly every key fewer, for a second atomic a key and 256 KB a row
+    # to zero. The same list (exact counts). Off: not yet timed on a GPU.
+    index_wide0: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

@@ -14,6 +14,7 @@
 #   specs  each tile spec in $TIME_SPECS (';'-separated) timed beside the indexer's defaults in one process (an
 #          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
 #   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
+#   (check, topk and more take $CHECK_TILES as tile overrides when set, e.g. CHECK_TILES=index_wide0=1)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
 #   abtime the indexer's A/B between the trees of $TREES ('name=path ...', default 'old=.carry/old new=.': each
 #          path from `git archive <commit> | tar -x -C <path>`): every tree's time builds precompiled, then
@@ -39,11 +40,15 @@ if has pre; then
   IFS=';' read -r -a SP <<< "${SPECS:-}"
   has trace && { B+=("|1|bf16|||1||8192" "|8|bf16|||1||8192" "|1|bf16|||1||131072");
                  for s in "${SP[@]}"; do B+=("$s|1|bf16|||1||8192" "$s|8|bf16|||1||8192"); done; }
-  has more && B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|4|fp8|||||8192" "|8|fp8|||||8192" "|1|bf16||||1|8192"
-                  "|2|bf16||||1|8192" "|4|bf16||||1|8192")
+  CT=${CHECK_TILES:-}
+  has more && B+=("$CT|1|fp8|||||8192" "$CT|2|fp8|||||8192" "$CT|4|fp8|||||8192" "$CT|8|fp8|||||8192"
+                  "$CT|1|bf16||||1|8192" "$CT|2|bf16||||1|8192" "$CT|4|bf16||||1|8192")
+  # with CHECK_TILES, the bf16 builds check and more use (else the time builds above are those)
+  [ -n "$CT" ] && has check && for w in 1 2 4 8; do B+=("$CT|$w|bf16|||||8192"); done
+  [ -n "$CT" ] && has more && B+=("$CT|1|bf16|||||131072" "$CT|8|bf16|||||131072")
   has specs && for s in "${TS[@]}"; do for w in ${SPEC_WIDTHS:-1 8}; do for c in ${SPEC_CONTEXTS:-8192}; do
     B+=("$s|$w|bf16|||||$c"); done; done; done
-  has topk && for c in ${TOPK_CONTEXTS:-8192 131072 300000}; do B+=("|4|bf16|||||$c" "|8|bf16|||||$c"); done
+  has topk && for c in ${TOPK_CONTEXTS:-8192 131072 300000}; do B+=("$CT|4|bf16|||||$c" "$CT|8|bf16|||||$c"); done
   timeout 240 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > "$OUT/idx_precompile.log" 2>&1 &
   has time && timeout 240 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" \
     > "$OUT/idx_precompile_shared.log" 2>&1 &
@@ -70,7 +75,7 @@ if has blocking; then  # the one case that faulted (8K, several requests, recent
     > "$OUT/idx_check_topk_blocking.log" 2>&1; el "check_topk blocking (8K requests recent) rc=$?"
 fi
 if has check; then
-  timeout 240 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 \
+  timeout 240 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 ${CHECK_TILES:+--tiles $CHECK_TILES} \
     > "$OUT/idx_check_tp8_8k.log" 2>&1; el "check indexer 8K rc=$?"
 fi
 if has trace; then
@@ -97,16 +102,16 @@ if has specs; then
     > "$OUT/idx_time_specs.log" 2>&1; el "time indexer tile specs rc=$?"
 fi
 if has topk; then
-  timeout ${TOPK_S:-300} python3 $G/check_topk.py --tp 8 --contexts ${TOPK_CONTEXTS:-8192 131072 300000} \
+  timeout ${TOPK_S:-300} python3 $G/check_topk.py --tp 8 --contexts ${TOPK_CONTEXTS:-8192 131072 300000} ${CHECK_TILES:+--tiles $CHECK_TILES} \
     > "$OUT/idx_check_topk.log" 2>&1
   el "check_topk rc=$?"
 fi
 if has more; then
-  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 8 --contexts 131072 --kv bf16 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 8 --contexts 131072 --kv bf16 --no-deadline ${CHECK_TILES:+--tiles $CHECK_TILES} \
     > "$OUT/idx_check_tp8_128k.log" 2>&1; el "check indexer 128K rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline ${CHECK_TILES:+--tiles $CHECK_TILES} \
     > "$OUT/idx_check_tp8_fp8.log" 2>&1; el "check indexer fp8 rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline ${CHECK_TILES:+--tiles $CHECK_TILES} \
     > "$OUT/idx_check_tp1.log" 2>&1; el "check indexer TP1 rc=$?"
 fi
 if has ab; then
