@@ -26,12 +26,15 @@ def constexprs(d: LayerDims) -> dict:
     list one task writes, max(KTOP, ISHORT), ISWAP / IPIPE / IATOM the score loop's swapped dots, pipeline depth
     and digit-0 atomics (IATOM: the histogram's copies a row, 0: counted in registers; IHC: those copies, 1
     when counted in registers: the table's hist0_copies), IWIDE the 16-bit prefix histogram counted by the score
-    stage (tiles.index_wide0: digits 0 and 1 at once), IQG heads an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts; BN_IQ / KS_IQ: wq_b's)."""
+    stage (tiles.index_wide0: digits 0 and 1 at once), IAHEAD the pipelined score loop's page ids a step ahead
+    (tiles.index_ahead), IQG heads an index-query task covers) and tiles (KS_I: wk's and weights_proj's parts;
+    BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
             "ISCAN": t.index_scan, "ISHORT": t.index_short, "LS": max(d.KTOP, t.index_short),
             "ISWAP": t.index_swap, "IPIPE": t.index_pipe, "IATOM": t.index_atomics,
             "IHC": indexer_kind.hist0_copies(d), "IWIDE": int(t.index_wide0),
+            "IAHEAD": int(t.index_ahead),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "BN_IQ": t.bn_iq, "KS_IQ": t.ks_iq}
 
 
@@ -55,10 +58,9 @@ def indexer_layer_kernel(
     # outputs
     o_ptr, residual_out_ptr, topk_ptr, out_ptr, expert_ids_ptr, expert_weights_ptr,
     # scratch
-    res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
-    pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
-    xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-    hist3_ptr, hist01_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
+    res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr,
+    vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr,
+    scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist01_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
     xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
     # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts; the TP group's
     # peer buffers (TP > 1)
@@ -68,11 +70,10 @@ def indexer_layer_kernel(
     # geometry
     R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr,
     VH: tl.constexpr, H: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
-    I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr,
-    IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-    ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr,
-    IATOM: tl.constexpr, IHC: tl.constexpr, IWIDE: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr,
-    BN_IQ: tl.constexpr,
+    I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
+    PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr,
+    LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
+    IWIDE: tl.constexpr, IAHEAD: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr,
     KS_IQ: tl.constexpr,
     # tiles
     BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
@@ -103,22 +104,20 @@ def indexer_layer_kernel(
     pid, epoch, ok = launch_start(sync_ptr, trace_ptr, N_STAGES, TRACE)
     ok = index_attention(
         hidden_ptr, residual_ptr, cos_sin_ptr, out_loc_ptr, kv_cache_ptr, stride_kv_cache, index_k_cache_ptr,
-        stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr,
-        input_norm_ptr, qkv_a_ptr, qkv_a_s_ptr, q_a_norm_ptr, kv_a_norm_ptr, q_b_ptr, q_b_s_ptr,
-        w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, w_vc_ptr, stride_w_vc_0, stride_w_vc_1, stride_w_vc_2,
-        o_proj_ptr, o_proj_s_ptr, wq_b_ptr, wq_b_s_ptr, wk_ptr, wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr,
-        o_ptr, residual_out_ptr, topk_ptr,
-        res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr,
-        pacc_ptr, vpart_ptr, vq_ptr, vs_ptr, o_part_ptr,
-        xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr,
-        hist3_ptr, hist01_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT,
-        sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps, softmax_scale, k_norm_eps,
-        R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX, NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE,
-        IATOM, IHC, IWIDE, IQG, KS_I, BN_IQ, KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH,
-        STAGES,
-        SWAP_AB, NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, N_STAGES,
-        S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT, S_ATTN, S_W_UV, S_O_PROJ,
-        T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0, TP, peers_ptr, rank,
+        stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr, input_norm_ptr, qkv_a_ptr, qkv_a_s_ptr,
+        q_a_norm_ptr, kv_a_norm_ptr, q_b_ptr, q_b_s_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2,
+        w_vc_ptr, stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, o_proj_ptr, o_proj_s_ptr, wq_b_ptr, wq_b_s_ptr, wk_ptr,
+        wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr, o_ptr, residual_out_ptr, topk_ptr, res1_ptr, xq1_ptr,
+        xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
+        vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
+        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist01_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
+        sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
+        launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IWIDE, IAHEAD, IQG, KS_I, BN_IQ, KS_IQ, BN_A, KS_A,
+        BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE,
+        COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,
+        S_ATTN, S_W_UV, S_O_PROJ, T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0,
+        TP, peers_ptr, rank,
         S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,

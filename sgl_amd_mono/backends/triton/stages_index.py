@@ -278,17 +278,27 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 @triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
-                    PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, wide_row_ptr, WIDE: tl.constexpr):
+                    PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, wide_row_ptr, WIDE: tl.constexpr,
+                    AHEAD: tl.constexpr = False):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
-    stages (on sm_90 the keys go to shared memory by cp.async, PIPE - 1 blocks ahead); HIST: digit 0 counted (ATOM:
-    into the row's histogram at hist_row_ptr; WIDE: the 16-bit prefixes into its hist01 too, `score_keys`)."""
+    stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr; WIDE: the 16-bit prefixes into
+    its hist01 too, `score_keys`). With a step's page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the
+    keys one shared-memory buffer and waits for every copy at the step's start: their load overlaps no work.
+    AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
+    a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
+    (results/indexer8_score_loop_ttgir_cpu.txt)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
+    if AHEAD:
+        page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
     for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
         tt = t0 + blk
-        page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
+        if not AHEAD:
+            page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
         k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+        if AHEAD:
+            page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
         sc = block_scores(q0, hw0, k, ks, SWAP)
         tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
         if HIST:
@@ -304,7 +314,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, hist01_ptr, WIDE: tl.constexpr):
+          HC: tl.constexpr, hist01_ptr, WIDE: tl.constexpr, AHEAD: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -317,7 +327,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
     copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`). WIDE
     (tiles.index_wide0): each counted key's top 16 bits also into its row's hist01[epoch % 2] (one atomic a key),
-    the other parity zeroed."""
+    the other parity zeroed. AHEAD: the pipelined loop's page ids a step ahead (`score_pipelined`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC)
@@ -349,11 +359,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
                                             hist_ptr + (r0 * HC + t % HC) * BINS, ATOM, wide_ptr + r0 * WIDE_BINS,
-                                            WIDE)
+                                            WIDE, AHEAD)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr, ATOM, wide_ptr, WIDE)
+                                            hist_ptr, ATOM, wide_ptr, WIDE, AHEAD)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,

@@ -131,6 +131,12 @@ class Tiles:
     # select stage's wait and its histogram of nearly every key fewer, for a second atomic a key and 256 KB a row
     # to zero. The same list (exact counts). Off: not yet timed on a GPU.
     index_wide0: bool = False
+    # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
+    # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
+    # (results/indexer8_score_loop_ttgir_cpu.txt): without it the keys get one shared-memory buffer and each step
+    # starts by waiting for every copy (their load overlaps no work); with it, index_pipe - 1 buffers. Off: not yet
+    # timed on a GPU.
+    index_ahead: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

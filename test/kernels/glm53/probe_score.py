@@ -3,11 +3,13 @@ its sm_90 instruction mix from an AOT compile on a CPU, or its time on a GPU.
 
 python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's opcodes, with and without digit 0
 python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
-python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1  # chosen variants and steps
+python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1,1  # chosen variants and steps
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
-loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or swapped (SWAP), prefetched by hand or
-software-pipelined by Triton (PIPE), digit 0 counted by tl.histogram a block or by one atomic a key (ATOM,
-`Tiles.index_atomics`).
+loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or
+swapped (SWAP), prefetched by hand or software-pipelined by Triton (PIPE: `stages_index.score_pipelined` itself),
+digit 0 counted by tl.histogram a block or by one atomic a key (ATOM, `Tiles.index_atomics`), and the pipelined
+loop's page ids loaded a step ahead or not (AHEAD, `Tiles.index_ahead`). --sass also reads the pipelined loop's
+TTGIR: its waits for the async copies (`num` = copies left in flight) and its shared-memory key buffers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
 
 import torch
@@ -32,7 +35,8 @@ IH, ID, PAGE = 32, 128, 64
 @triton.jit
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
-                 HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr):
+                 HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
+                 AHEAD: tl.constexpr):
     """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
     next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
     the loads inside the loop, software-pipelined by Triton over PIPE stages."""
@@ -57,35 +61,40 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
             h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
             k, ks = k_next, ks_next
-    else:
-        for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
-            tt = t0 + blk
-            page = tl.load(page_table_ptr + tt // 64, mask=tt < s1, other=0)
-            k, ks = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
-            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
+    else:  # the launch's own loop (its row's histogram at hist_ptr; no 16-bit one)
+        h = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, h,
+                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, hist_ptr, False, AHEAD)
     if not ATOM:
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
 
-# (HIST, SWAP, PIPE, ATOM)
-VARIANTS = [(False, False, 0, False), (True, False, 0, False), (False, True, 0, False), (True, True, 0, False),
-            (True, True, 3, False), (True, False, 3, False), (True, True, 0, True), (True, True, 3, True)]
+# (HIST, SWAP, PIPE, ATOM, AHEAD)
+VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (False, True, 0, False, False),
+            (True, True, 0, False, False), (True, True, 3, False, False), (True, False, 3, False, False),
+            (True, True, 0, True, False), (True, True, 3, True, False), (True, True, 3, True, True),
+            (False, True, 3, False, True)]
 
 
-def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False) -> tuple[dict, dict]:
+def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
+         ahead: bool = False) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
            "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
-    consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom}
+    consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom,
+              "AHEAD": ahead}
     return sig, consts
 
 
-def _variant(text: str) -> tuple[bool, bool, int, bool]:
-    """'H,S,P,A' (0 / 1, 0 / 1, a pipeline depth, 0 / 1) -> a VARIANTS tuple."""
+def _variant(text: str) -> tuple[bool, bool, int, bool, bool]:
+    """'H,S,P,A[,AH]' (0 / 1, 0 / 1, a pipeline depth, 0 / 1[, 0 / 1]) -> a VARIANTS tuple."""
     try:
-        h, s, p, at = (int(x) for x in text.split(","))
+        v = [int(x) for x in text.split(",")]
+        h, s, p, at = v[:4]
+        ahead = v[4] if len(v) == 5 else 0
+        if len(v) not in (4, 5):
+            raise ValueError
     except ValueError:
-        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM (four integers, e.g. 1,1,3,0)")
-    return bool(h), bool(s), p, bool(at)
+        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM[,AHEAD] (integers, e.g. 1,1,3,0,1)")
+    return bool(h), bool(s), p, bool(at), bool(ahead)
 
 
 def sass_report(iblk: int, variants) -> None:
@@ -94,8 +103,8 @@ def sass_report(iblk: int, variants) -> None:
 
     import sass_mix
 
-    for hist, swap, pipe, atom in variants:
-        sig, consts = _sig(hist, iblk, 4096, swap, pipe, atom)
+    for hist, swap, pipe, atom, ahead in variants:
+        sig, consts = _sig(hist, iblk, 4096, swap, pipe, atom, ahead)
         full = dict(sig, **{k: "constexpr" for k in consts})
         attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(full.items())
                  if t.startswith("*") or n == "stride_index_k_cache"}
@@ -115,13 +124,18 @@ def sass_report(iblk: int, variants) -> None:
         from sgl_amd_mono.backends.triton.survey import _ptxas_usage
 
         use = _ptxas_usage(ptx)
-        print(f"HIST={hist} SWAP={swap} PIPE={pipe} ATOM={atom} IBLK={iblk}: registers {use['regs']}, spill bytes {use['spill_bytes']}; loop body "
-              f"{sum(mix.values())} instructions", flush=True)
+        print(f"HIST={hist} SWAP={swap} PIPE={pipe} ATOM={atom} AHEAD={ahead} IBLK={iblk}: registers {use['regs']}, "
+              f"spill bytes {use['spill_bytes']}; loop body {sum(mix.values())} instructions", flush=True)
         print("  " + ", ".join(f"{op} {n}" for op, n in mix.most_common(40)), flush=True)
         wide = collections.Counter(w for w in ("ld.global.v4", "ld.global.v2", "ld.global.b8", "ld.global.u8",
                                                "ld.global.L1::evict_last") if w in ptx for _ in range(ptx.count(w)))
         print(f"  PTX loads: {dict(wide)}; wgmma {ptx.count('wgmma.mma_async')}, mma.sync {ptx.count('mma.sync')}, "
               f"bar.sync {ptx.count('bar.sync')}", flush=True)
+        g = k.asm["ttgir"]
+        waits = re.findall(r"async_wait[^{]*[{]num = (\d+)", g)
+        bufs = sorted(set(re.findall(r"memdesc<([0-9x]+)xi8", g)))
+        print(f"  TTGIR (Triton {triton.__version__}): async waits num={waits}, key buffers {bufs}, shared memory "
+              f"{k.metadata.shared} bytes", flush=True)
 
 
 def main():
@@ -151,11 +165,12 @@ def main():
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256, dtype=torch.int32, device="cuda")
-        for h, sw, pipe, atom in variants:
-            def fn(h=h, sw=sw, pipe=pipe, atom=atom):
+        for h, sw, pipe, atom, ahead in variants:
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
-                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, num_warps=8)
-            name = f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom}"
+                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead, num_warps=8)
+            name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
+                    f"AHEAD={ahead}")
             try:
                 us = graph_time_us(fn)
             except Exception as e:  # a variant that does not build (shared memory, registers) is reported, not fatal
