@@ -97,7 +97,8 @@ class Tiles:
     # index_swap: the score dots as keys @ queries^T (an fp8 wgmma on sm_90; its reduced-precision sums within
     # indexer.scores.max_rel) instead of queries @ keys^T (an mma.sync of f16-converted tiles); index_pipe: a decode
     # request's score loop software-pipelined by Triton over that many stages (the keys by cp.async into shared
-    # memory) instead of prefetched by hand a block ahead (0). sm_90 AOT of the score loop alone (CPU, Triton 3.8,
+    # memory; into one buffer, not overlapped with the dots, unless index_ahead) instead of prefetched by hand a
+    # block ahead (0). sm_90 AOT of the score loop alone (CPU, Triton 3.8,
     # `probe_score.py --sass`): 715 instructions a block with digit 0 at the defaults, 455 swapped, 242 swapped and
     # pipelined over 3 stages. The loop alone on the H200 (132 programs, digit 0 counted,
     # results/indexer4_h200_probe_score.log): 1024 keys a program 25.7 us, swapped 16.2, swapped and pipelined 15.7;
