@@ -135,9 +135,11 @@ class Tiles:
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
     # (results/indexer8_score_loop_ttgir_cpu.txt): without it the keys get one shared-memory buffer and each step
-    # starts by waiting for every copy (their load overlaps no work); with it, index_pipe - 1 buffers. Off: not yet
-    # timed on a GPU.
-    index_ahead: bool = False
+    # starts by waiting for every copy (their load overlaps no work); with it, index_pipe - 1 buffers. H200, one
+    # process, TP8, a decode row a request (results/indexer8_h200_time_specs.log), rows 1 / 8: 8K 135.6 / 201.5 ->
+    # 136.4 / 202.0 us, 128K 152.3 / 296.5 -> 148.2 / 278.0 (taken); with index_pipe 4: 137.6 / 202.4, 150.2 /
+    # 283.9; with 128-key blocks over 4 stages: 136.3 / 201.6, 151.1 / 286.6.
+    index_ahead: bool = True
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
