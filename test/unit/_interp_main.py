@@ -41,7 +41,8 @@ CASES = {
     "w3_index_copies_pipe": (3, torch.bfloat16, "index_atomics=4,index_pipe=3,index_block=128"),
     "w3_index_wide0": (3, torch.bfloat16, "index_wide0=1"),
     "w2_index_wide0": (2, torch.bfloat16, "index_wide0=1"),
-    "w3_index_ahead": (3, torch.bfloat16, "index_ahead=1"),
+    "w3_index_behind": (3, torch.bfloat16, "index_ahead=0"),
+    "w3_ks_w1": (3, torch.bfloat16, "ks_w=1"),
     "w3_index_ahead_wide0": (3, torch.bfloat16, "index_ahead=1,index_wide0=1,index_pipe=4"),
     "w3_index_wide0_hand": (3, torch.bfloat16, "index_wide0=1,index_pipe=0,index_atomics=0"),
 }

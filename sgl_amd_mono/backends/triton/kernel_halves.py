@@ -134,7 +134,8 @@ def index_attention(
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IWIDE: tl.constexpr, IAHEAD: tl.constexpr,
-        IQG: tl.constexpr, KS_I: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr, BN_A: tl.constexpr,
+        IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
+        BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
         ATT_BLK: tl.constexpr, NORM_GP: tl.constexpr, WUV_SH: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
         NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
@@ -189,8 +190,8 @@ def index_attention(
                      kv_cache_ptr, stride_kv_cache, eps, pid, ok, task_count_ptr, S_LATENT, 2 * R, R, QL, KVL, ROPE,
                      KS_A, NPROG, SKIP_MASK, COUNT_TASKS)
     # weights_proj (on xn1, needed first by the index queries) beside the latents' per-row tasks
-    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_I, ok, S_LATENT, SKIP_MASK), pid,
-                          task_count_ptr, R, IH, D, KS_I, NPROG, S_LATENT, COUNT_TASKS, 2 * R)
+    index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_W, ok, S_LATENT, SKIP_MASK), pid,
+                          task_count_ptr, R, IH, D, KS_W, NPROG, S_LATENT, COUNT_TASKS, 2 * R)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -216,7 +217,7 @@ def index_attention(
                       NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
-                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_I, KS_IQ)
+                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
     # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)

@@ -123,7 +123,7 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
 
 @triton.jit
 def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g, R: tl.constexpr, IH: tl.constexpr,
-                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr, KS_IQ: tl.constexpr):
+                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_W: tl.constexpr, KS_IQ: tl.constexpr):
     """Heads [g IQG, + IQG) of row r's index query: q = bf16(sum of wq_b parts) [IQG, ID]; rope on each head's
     first ROPE dims; Hadamard; ue8m0 fp8 a head (iq); head weights = bf16(weights_proj x) x IH^-0.5 x q scale
     x ID^-0.5."""
@@ -132,7 +132,7 @@ def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g,
     i = tl.arange(0, HALF)
     base = heads[:, None] * ID + 2 * i[None, :]
     part = iq_part_ptr + r * (IH * ID)
-    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_I)).to(tl.float32)
+    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_W)).to(tl.float32)
     e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, heads[:, None] < IH, ROPE, HALF)

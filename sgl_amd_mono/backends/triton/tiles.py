@@ -151,6 +151,8 @@ class Tiles:
     # gives 12 tasks at 1 row of the hidden (6144) and 96 at 8 rows. Not yet tuned (no multi-GPU run).
     bx: int = 512
     ks_i: int = 6
+    # ks_w: weights_proj's split-K parts (latent's stage; 0: ks_i). Not yet timed apart from ks_i.
+    ks_w: int = 0
     bn_iq: int = 128
     ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
@@ -221,7 +223,8 @@ class Tiles:
 
         return dataclasses.replace(
             self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
-            ks_i=ks(geo.hidden // 128, self.ks_i), ks_iq=ks(geo.q_lora // 128, self.ks_iq),
+            ks_i=ks(geo.hidden // 128, self.ks_i),
+            ks_w=ks(geo.hidden // 128, self.ks_w or self.ks_i), ks_iq=ks(geo.q_lora // 128, self.ks_iq),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden),

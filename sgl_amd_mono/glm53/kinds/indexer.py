@@ -5,7 +5,7 @@ the shared layers after it (`topk`).
 Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
   qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1)
-  latent  + split-K parts (ks_i) of weights_proj (bf16, on xn1)
+  latent  + split-K parts (ks_w) of weights_proj (bf16, on xn1)
   q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
             tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
             ue8m0 fp8 quantization), written into the index-K cache at out_loc
@@ -86,7 +86,7 @@ INDEX_OUTPUTS = (B("topk", lambda d: (d.R, d.KTOP), "i32", "the selected physica
 INDEX_SCRATCH = (
     B("xn1", lambda d: (d.R, d.D), "bf16", "RMSNorm(res1): the indexer's x"),
     B("ik_part", lambda d: (d.tiles.ks_i, d.R, d.ID), "f32", "wk parts"),
-    B("iw_part", lambda d: (d.tiles.ks_i, d.R, d.IH), "f32", "weights_proj parts"),
+    B("iw_part", lambda d: (d.tiles.ks_w, d.R, d.IH), "f32", "weights_proj parts"),
     B("iq_part", lambda d: (d.tiles.ks_iq, d.R, d.IH * d.ID), "f32", "wq_b parts"),
     B("iq", lambda d: (d.R, d.IH, d.ID), "fp8", "the index query, a ue8m0 group a head"),
     B("head_w", lambda d: (d.R, d.IH), "f32", "weights_proj x IH^-0.5 x q scale x ID^-0.5"),
@@ -118,7 +118,7 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
         rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + d.tiles.ks_i, reads=(*a["qkv_a"].reads, "wk", "wk_s"),
             writes=("qkv_part", "ik_part")),
-        rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_i,
+        rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_w,
             reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
             cache_rows=_mla_rows),
         # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
