@@ -39,12 +39,9 @@ CASES = {
     "w3_index_atomics_pipe": (3, torch.bfloat16, "index_atomics=1,index_pipe=3"),
     "w3_index_copies": (3, torch.bfloat16, "index_atomics=4"),
     "w3_index_copies_pipe": (3, torch.bfloat16, "index_atomics=4,index_pipe=3,index_block=128"),
-    "w3_index_wide0": (3, torch.bfloat16, "index_wide0=1"),
-    "w2_index_wide0": (2, torch.bfloat16, "index_wide0=1"),
     "w3_index_behind": (3, torch.bfloat16, "index_ahead=0"),
     "w3_ks_w1": (3, torch.bfloat16, "ks_w=1"),
-    "w3_index_ahead_wide0": (3, torch.bfloat16, "index_ahead=1,index_wide0=1,index_pipe=4"),
-    "w3_index_wide0_hand": (3, torch.bfloat16, "index_wide0=1,index_pipe=0,index_atomics=0"),
+    "w3_index_ahead_pipe4": (3, torch.bfloat16, "index_pipe=4"),
 }
 
 
@@ -86,14 +83,14 @@ def special(kind: str, case: str) -> None:
     error word must name the stage and the row. alternate (indexer kinds): three launches on one plan, of rows
     the sliced select takes, of rows all listed by one task (the sliced select's last three stages skipped), and
     of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
-    for the next launch); alternate_wide0: the same with the 16-bit first histogram (tiles index_wide0). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
+    for the next launch). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
     by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
     process; the launch must give the same bits (outputs and caches) as on the plain tensors. bad_token (the
     tokens kind): row 0's token id one past the vocabulary; the error word must name the stage, the row and the id."""
     kc = registry.get(kind)
     geo = li.tiny_geometry()
-    width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2, "alternate_wide0": 2}.get(case, 1)
+    width = {"ties": 2, "nan": 2, "guarded": 3, "alternate": 2}.get(case, 1)
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case in ("deadline", "fault"):
@@ -104,7 +101,7 @@ def special(kind: str, case: str) -> None:
         weights[1].bias.zero_()
         weights[1].bias[11] = 1.0
     plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts,
-                      tiles=tiles_of("index_wide0=1" if case == "alternate_wide0" else ""))
+                      tiles=tiles_of(""))
     layer = plan.bind(kc.tensors(weights), launch_id=3)
     res = {}
     if case == "wrap":
@@ -144,7 +141,7 @@ def special(kind: str, case: str) -> None:
         res["guarded_same_bits"].update({n: torch.equal(gcaches[n], caches[n]) for n in caches})
         print(json.dumps(res))
         return
-    if case in ("alternate", "alternate_wide0"):  # sliced, all-listed (the sliced select's last stages skipped), sliced again
+    if case == "alternate":  # sliced, all-listed (the sliced select's last stages skipped), sliced again
         from sgl_amd_mono.glm53 import index_inputs as ii
 
         short = ii.random_index_step(geo, width=width, contexts=[200], rows_per_req=2,
@@ -208,8 +205,7 @@ def special(kind: str, case: str) -> None:
 
 
 def main(kind: str, case: str) -> None:
-    if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "alternate_wide0",
-                "bad_token"):
+    if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "bad_token"):
         return special(kind, case)
     kc = registry.get(kind)
     width, kv, spec = CASES[case]

@@ -85,18 +85,16 @@ def test_index_score_options_change_no_bit():
 
 
 @pytest.mark.parametrize("kind, case", [("indexer", c) for c in (
-    "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_wide0",
-    "w3_index_wide0_hand", "w2_index_wide0", "w3_index_behind", "w3_index_ahead_wide0", "w3_ks_w1")] + [("dense", "w3_index_wide0")])
+    "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_behind",
+    "w3_index_ahead_pipe4", "w3_ks_w1")] + [("dense", "w3_ks_w1")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
-    copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop; or the first two
-    digits at once from the score stage's 16-bit histogram, sel1 counting nothing (index_wide0=1; pipelined with 8
-    copies, and by hand with digit 0 in registers; w2's draft chain of 2 rows by hand): the same counts, so the
-    same bits as the width's default build (w3, w2), and every list the rule's; the dense kind's attention half
-    (the same stages) with index_wide0 too. The pipelined loop with its page ids loaded in their own step
-    (index_ahead=0; the default loads them a step ahead), and ahead with index_wide0 over 4 stages: the same loads
-    and sums in another order of issue, the same bits. weights_proj in one k part (ks_w=1) where wk takes two
-    (ks_i resolves to 2 at the tiny hidden of 256): the same f32 sums in the same order, the same bits."""
+    copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
+    so the same bits as the default build, and every list the rule's. The pipelined loop with its page ids loaded
+    in their own step (index_ahead=0; the default loads them a step ahead), and ahead over 4 stages: the same
+    loads and sums in another order of issue, the same bits. weights_proj in one k part (ks_w=1) where wk takes
+    two (ks_i resolves to 2 at the tiny hidden of 256), in the indexer and dense kinds: the same f32 sums in the
+    same order, the same bits."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
@@ -179,15 +177,13 @@ def test_a_token_id_past_the_vocabulary_is_named():
     assert res["bad_token_error"].startswith("bad step input: ") and want in res["bad_token_error"], res
 
 
-@pytest.mark.parametrize("case", ["alternate", "alternate_wide0"])
-def test_skipped_select_stages_keep_the_next_launch_exact(case):
+def test_skipped_select_stages_keep_the_next_launch_exact():
     """Rows of 300 keys (sliced select: index_short 256 here), then rows of 200 (each listed by one task, so the
     launch skips sel2, sel3 and emit: every program arrives there without waiting), then other rows of 300 keys: every
     list is the exactness rule's over the launch's own scores and the oracle's set. Without the skipped stages
     zeroing their histograms' other parity, the third launch sums the first's counts into its own, and its
-    threshold is wrong. alternate_wide0: the same with the score stage's 16-bit histogram (tiles index_wide0),
-    zeroed by the score stage a launch."""
-    r, res = _run("indexer", case)
+    threshold is wrong."""
+    r, res = _run("indexer", "alternate")
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
     ls = res["ls"]
     assert min(res["lengths"][0] + res["lengths"][2]) > ls >= max(res["lengths"][1]), res["lengths"]

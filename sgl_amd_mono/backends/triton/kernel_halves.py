@@ -127,13 +127,13 @@ def index_attention(
         wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr, o_ptr, residual_out_ptr, topk_ptr, res1_ptr, xq1_ptr,
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
-        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, hist01_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, wuv_cnt_ptr,
+        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, wuv_cnt_ptr,
         oproj_cnt_ptr, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps,
         softmax_scale, k_norm_eps, R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr,
         ROPE: tl.constexpr, NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr,
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
-        IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IWIDE: tl.constexpr, IAHEAD: tl.constexpr,
+        IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -227,34 +227,22 @@ def index_attention(
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
-                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, hist01_ptr, IWIDE, IAHEAD)
+                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    hist_sel2_ptr = hist1_ptr  # what sel2 finds its prefix from: digit 1's counts, or (IWIDE) the 16-bit ones
-    if IWIDE:
-        hist_sel2_ptr = hist01_ptr
-    else:  # IWIDE: digit 1 counted by the score stage already
-        select.select_digit(scores_ptr, lens, hist0_ptr, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr,
-                            epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                            SKIP_MASK, COUNT_TASKS, IHC)
+    select.select_digit(scores_ptr, lens, hist0_ptr, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr,
+                        epoch, pid, ok, task_count_ptr, S_SEL1, 1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                        SKIP_MASK, COUNT_TASKS, IHC)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
-    sliced = select.any_sliced_row(lens, LS)
-    if IWIDE:  # sel1 counted nothing: with a sliced row, sel2 needs only the score stage's counts, and sel2's wait
-        if sliced:  # orders the listed rows' lists before attn; without one, sel1's own wait does
-            pass_stages(sync_ptr, trace_ptr, S_SEL1, S_SEL1, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-        else:
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    else:
-        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
-                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    if sliced:
-        select.select_digit(scores_ptr, lens, hist0_ptr, hist_sel2_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr,
-                            topk_ptr, epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                            NPROG, SKIP_MASK, COUNT_TASKS, IHC, IWIDE)
+    if select.any_sliced_row(lens, LS):
+        select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr,
+                            epoch, pid, ok, task_count_ptr, S_SEL2, 2, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                            SKIP_MASK, COUNT_TASKS, IHC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.select_digit(scores_ptr, lens, hist0_ptr, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,

@@ -17,7 +17,6 @@ PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
 BINS: tl.constexpr = tl.constexpr(RADIX_BINS)  # a digit's histogram
-WIDE_BINS: tl.constexpr = tl.constexpr(RADIX_BINS * RADIX_BINS)  # the 16-bit prefixes' histogram (index_wide0)
 RADIX_LAST: tl.constexpr = tl.constexpr(RADIX_PASSES - 1)  # the last digit
 
 
@@ -185,15 +184,6 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
-def zero_other_parity_wide(hist01_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr):
-    """The other parity's 16-bit prefix histograms (index_wide0), zeroed for the next launch in 1024-bin pieces,
-    from the last program back (the score stage's idle programs first)."""
-    CH: tl.constexpr = 1024
-    for u in tl.range(NPROG - 1 - pid, R * (WIDE_BINS // CH), NPROG, num_stages=1):
-        tl.store(hist01_ptr + (1 - parity) * R * WIDE_BINS + u * CH + tl.arange(0, CH), tl.zeros((CH,), dtype=tl.int32))
-
-
-@triton.jit
 def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums). SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's
@@ -208,14 +198,10 @@ def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
 
 
 @triton.jit
-def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, wide_row_ptr, WIDE: tl.constexpr):
+def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr):
     """The first radix digit (the top 8 bits of `order_key`) of the scores sc where counted: their histogram
-    [BINS]; ATOM: one integer atomic a key into the row's histogram at hist_row_ptr instead (returns zeros).
-    WIDE: each counted key's top 16 bits too, one integer atomic a key into the row's hist01 at wide_row_ptr."""
-    u = order_key(sc)
-    if WIDE:
-        tl.atomic_add(wide_row_ptr + (u >> 16).to(tl.int32), 1, mask=counted, sem="relaxed")
-    d = (u >> 24).to(tl.int32)
+    [BINS]; ATOM: one integer atomic a key into the row's histogram at hist_row_ptr instead (returns zeros)."""
+    d = (order_key(sc) >> 24).to(tl.int32)
     if ATOM:
         tl.atomic_add(hist_row_ptr + d, 1, mask=counted, sem="relaxed")
         return tl.zeros((BINS,), dtype=tl.int32)
@@ -225,15 +211,14 @@ def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, wide_row_ptr, WI
 
 @triton.jit
 def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
-               hist_row_ptr=None, ATOM: tl.constexpr = False, wide_row_ptr=None, WIDE: tl.constexpr = False):
+               hist_row_ptr=None, ATOM: tl.constexpr = False):
     """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
     and the row takes the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h
-    [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged);
-    WIDE: by their top 16 bits into its hist01 at wide_row_ptr too (`count_digit0`)."""
+    [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged)."""
     sc = block_scores(q, hw, k, ks, SWAP)
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
-        hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM, wide_row_ptr, WIDE)
+        hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM)
         if not ATOM:
             h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
     return h
@@ -242,13 +227,12 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 @triton.jit
 def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
                   r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
-                  SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr, HC: tl.constexpr, wide_ptr,
-                  WIDE: tl.constexpr):
+                  SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr, HC: tl.constexpr):
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
     digit 0 counted into row r's histogram copy at hist_ptr + r HC BINS (`score_keys`; hist_ptr: the task's
-    copy of row 0's; HC copies a row). WIDE: the 16-bit prefixes into row r's hist01 at wide_ptr + r WIDE_BINS."""
+    copy of row 0's; HC copies a row)."""
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -263,14 +247,14 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
         h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
-                       hist_ptr + r0 * HC * BINS, ATOM, wide_ptr + r0 * WIDE_BINS, WIDE)
+                       hist_ptr + r0 * HC * BINS, ATOM)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j, rlen, is_hist, LS, SWAP,
-                           hist_ptr + r * HC * BINS, ATOM, wide_ptr + r * WIDE_BINS, WIDE)
+                           hist_ptr + r * HC * BINS, ATOM)
         k, ks = k_next, ks_next
     return h
 
@@ -278,11 +262,9 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 @triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
-                    PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, wide_row_ptr, WIDE: tl.constexpr,
-                    AHEAD: tl.constexpr = False):
+                    PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
-    stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr; WIDE: the 16-bit prefixes into
-    its hist01 too, `score_keys`). With a step's page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the
+    stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the
     keys one shared-memory buffer and waits for every copy at the step's start: their load overlaps no work.
     AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
     a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
@@ -302,7 +284,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         sc = block_scores(q0, hw0, k, ks, SWAP)
         tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
         if HIST:
-            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, wide_row_ptr, WIDE)
+            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM)
             if not ATOM:
                 h0 += hj
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
@@ -314,7 +296,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, hist01_ptr, WIDE: tl.constexpr, AHEAD: tl.constexpr):
+          HC: tl.constexpr, AHEAD: tl.constexpr):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -325,16 +307,12 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     request's loop pipelined by Triton (`score_pipelined`), else prefetched by hand (`score_by_hand`). ATOM > 0:
     digit 0 counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
-    copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`). WIDE
-    (tiles.index_wide0): each counted key's top 16 bits also into its row's hist01[epoch % 2] (one atomic a key),
-    the other parity zeroed. AHEAD: the pipelined loop's page ids a step ahead (`score_pipelined`)."""
+    copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`).
+    AHEAD: the pipelined loop's page ids a step ahead (`score_pipelined`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC)
     hist_ptr = hist0_ptr + parity * R * HC * BINS  # this launch's histograms, a row's HC x BINS counts each
-    wide_ptr = hist01_ptr + parity * R * WIDE_BINS  # (WIDE) this launch's 16-bit histograms
-    if WIDE:
-        zero_other_parity_wide(hist01_ptr, parity, pid, R, NPROG)
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
@@ -358,20 +336,19 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + (r0 * HC + t % HC) * BINS, ATOM, wide_ptr + r0 * WIDE_BINS,
-                                            WIDE, AHEAD)
+                                            hist_ptr + (r0 * HC + t % HC) * BINS, ATOM, AHEAD)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr, ATOM, wide_ptr, WIDE, AHEAD)
+                                            hist_ptr, ATOM, AHEAD)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                      hist_ptr + (t % HC) * BINS, ATOM, HC, wide_ptr, WIDE)
+                                      hist_ptr + (t % HC) * BINS, ATOM, HC)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                  hist_ptr + (t % HC) * BINS, ATOM, HC, wide_ptr, WIDE)
+                                  hist_ptr + (t % HC) * BINS, ATOM, HC)
             if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)
                 if is_hist:
                     for j in range(0, nrows):

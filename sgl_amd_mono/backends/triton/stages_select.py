@@ -13,8 +13,7 @@ agrees):
     the digits so far from the prefix the stage before kept and that stage's histogram (`found_prefix`), and a
     row's first task keeps the result for the next (`keep_prefix`). A row's keys are split into slices of whole
     IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading the next step's
-    scores before they use this one's. With tiles.index_wide0 the score stage counts the keys' top 16 bits too
-    (hist01), and sel2 finds digits 0 and 1 from hist0 and hist01: sel1 counts nothing.
+    scores before they use this one's.
 Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
 bit. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a 2048-bin histogram in registers spills,
 and Triton's histogram costs grow with its bins.)
@@ -40,23 +39,17 @@ def digit_of(h, need, prefix):
 
 
 @triton.jit
-def found_prefix(kept_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HC: tl.constexpr,
-                 WIDE: tl.constexpr = False):
+def found_prefix(kept_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HC: tl.constexpr):
     """(need, prefix) after P digits of row r's select: prefix = the top 8P bits of its KTOP-th largest key, need =
     how many keys with that prefix the list still takes. Digit 0 from hist0's HC copies (P == 1, summed here);
     else the first P - 1 digits as the stage before kept them (kept[r]: `keep_prefix`) and digit P - 1 from its
     histogram at hist_prev_ptr: one histogram loaded and one digit found a stage. off: the row's histogram in this
-    parity (digit 0's copies start at off HC). WIDE (P == 2, tiles.index_wide0): digits 0 and 1 from the score
-    stage's counts: digit 0 from hist0's copies, then digit 1 from the 256 bins of the 16-bit histogram at
-    hist_prev_ptr (hist01, the row's at off BINS) under it."""
+    parity (digit 0's copies start at off HC)."""
     bins = tl.arange(0, BINS)
-    if P == 1 or (P == 2 and WIDE):
+    if P == 1:
         h = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
                            cache_modifier=".cg"), axis=0)
         need, prefix = digit_of(h, KTOP + off * 0, (off * 0).to(tl.int64))
-        if P == 2:
-            h = tl.load(hist_prev_ptr + (off + prefix) * BINS + bins, cache_modifier=".cg")
-            need, prefix = digit_of(h, need, prefix)
     else:
         h = tl.load(hist_prev_ptr + off + bins, cache_modifier=".cg")  # issued with the kept words
         need, prefix = digit_of(h, tl.load(kept_ptr + r * 2, cache_modifier=".cg"),
@@ -85,15 +78,13 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
                  epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1,
-                 WIDE: tl.constexpr = False):
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
     from kept_prev and hist_prev, digit P - 1's histogram; kept at kept for the next stage), counted into
     hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
     at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
-    programs fill each such row's list with -1 (emit writes over it). WIDE (P == 2): the first two digits from
-    hist0 and hist01 (hist_prev), not kept_prev (`found_prefix`)."""
+    programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
@@ -108,7 +99,7 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
             need, prefix = found_prefix(kept_prev_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P,
-                                        HC, WIDE)
+                                        HC)
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (P == 3's counts)

@@ -126,19 +126,16 @@ class Tiles:
     # 1 row, 3.4 us, against 25-60 us at 128K and 4-8 rows). index_scan 1024 on top: 128K 158.4 / 224.3 / 307.7,
     # 8K 147.0 / 179.9 / 214.3 (2048: 8K 157.0 at 1 row): not taken.
     index_atomics: int = 8
-    # index_wide0: the score loop also counts each key's top 16 bits, one integer atomic a key, into its row's
-    # 65536-bin histogram (hist01), so digits 0 and 1 come from the score stage's counts: sel1 counts nothing (it
-    # lists the short rows without a wait of its own) and sel2 finds the 16-bit prefix from hist0 and hist01. One
-    # select stage's wait and its histogram of nearly every key fewer, for a second atomic a key and 256 KB a row
-    # to zero. The same list (exact counts). Off: not yet timed on a GPU.
-    index_wide0: bool = False
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
     # (results/indexer8_score_loop_ttgir_cpu.txt): without it the keys get one shared-memory buffer and each step
     # starts by waiting for every copy (their load overlaps no work); with it, index_pipe - 1 buffers. H200, one
     # process, TP8, a decode row a request (results/indexer8_h200_time_specs.log), rows 1 / 8: 8K 135.6 / 201.5 ->
     # 136.4 / 202.0 us, 128K 152.3 / 296.5 -> 148.2 / 278.0 (taken); with index_pipe 4: 137.6 / 202.4, 150.2 /
-    # 283.9; with 128-key blocks over 4 stages: 136.3 / 201.6, 151.1 / 286.6.
+    # 283.9; with 128-key blocks over 4 stages: 136.3 / 201.6, 151.1 / 286.6. Counting each key's top 16 bits in
+    # the score loop too (one atomic a key into a 65536-bin histogram a row), so that sel1 counted nothing and
+    # sel2 found the first two digits: 134.1 / 200.7 at 8K, 161.4 / 327.3 at 128K, and with index_ahead 135.3 /
+    # 201.8, 164.3 / 310.0 (the same log): removed.
     index_ahead: bool = True
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.

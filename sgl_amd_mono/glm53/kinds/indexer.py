@@ -22,12 +22,9 @@ Its table is the shared kind's with the index work added to the attention half's
           sliced row's list filled with -1
   emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
 The sliced rows are those past LS keys; a launch with none skips sel2 .. emit (each program arrives at them
-without waiting: `sync.pass_stages`). With tiles.index_wide0 the score stage also counts the keys' 16-bit
-prefixes (hist01), sel1 counts nothing and, when a row is sliced, lists the short rows without a wait of its own
-(sel2's wait orders those lists), and sel2 finds the first two digits from hist0 and hist01. A row's keys
-are split into NSL slices (`dims.index_slices`: the tiles' index_slices / rows, a power of two) of whole
-IBLK-key blocks; a request of N rows splits its keys into N x NSL slices. Then attn (reading `topk`) and the
-rest as the shared kind.
+without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`dims.index_slices`: the tiles'
+index_slices / rows, a power of two) of whole IBLK-key blocks; a request of N rows splits its keys into N x NSL
+slices. Then attn (reading `topk`) and the rest as the shared kind.
 
 The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
 exactly the result of a radix select over the launch's own scores: the keys whose score is above the
@@ -93,8 +90,6 @@ INDEX_SCRATCH = (
     B("scores", lambda d: (d.R, d.PMAX * INDEX_PAGE), "f32", "a row's index scores in position order"),
     B("hist0", lambda d: (2, d.R, hist0_copies(d) * RADIX_BINS), "i32",
       "radix digit 0's histogram a row, in hist0_copies copies; [epoch % 2] this launch's, the other zeroed"),
-    B("hist01", lambda d: (2, d.R, RADIX_BINS * RADIX_BINS if d.tiles.index_wide0 else 1), "i32",
-      "tiles.index_wide0: the keys' 16-bit prefixes' histogram a row (digits 0 and 1); [epoch % 2] as hist0"),
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
       for p in range(1, RADIX_PASSES)),
@@ -128,16 +123,14 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
-                                                       "rows_per_req"), ("scores", "hist0", "hist01"), is_bound=True,
-                 doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram "
-                     "(index_wide0: and the 16-bit prefixes')"),
+                                                       "rows_per_req"), ("scores", "hist0"), is_bound=True,
+                 doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"),
                  ("hist1", "kept1", "topk"),
-                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (index_wide0: "
-                                    "none); then (row) of the others: the whole list"),
-        StageDef("sel2", bound, ("scores", "lengths", "kept1", "hist1", "hist0", "hist01"), ("hist2", "kept2"),
-                 is_bound=True, doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found "
-                                    "(index_wide0: the first two from hist0 and hist01, not kept1 and hist1)"),
+                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
+                                    "of the others: the whole list"),
+        StageDef("sel2", bound, ("scores", "lengths", "kept1", "hist1"), ("hist2", "kept2"), is_bound=True,
+                 doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept2", "hist2"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 3's histogram under the digits found, and the slice's "

@@ -14,7 +14,7 @@
 #   specs  each tile spec in $TIME_SPECS (';'-separated) timed beside the indexer's defaults in one process (an
 #          A/B in one run) at $SPEC_WIDTHS rows (default 1 8) and $SPEC_CONTEXTS (default 8192)
 #   topk   check_topk at $TOPK_CONTEXTS (default 8K, 128K and 300K) (every key cache, a draft chain and several requests)
-#   (check, topk and more take $CHECK_TILES as tile overrides when set, e.g. CHECK_TILES=index_wide0=1)
+#   (check, topk and more take $CHECK_TILES as tile overrides when set, e.g. CHECK_TILES=ks_w=16)
 #   ab     the shared kind's A/B against commit a6c80a3 (.carry/old)
 #   abtime the indexer's A/B between the trees of $TREES ('name=path ...', default 'old=.carry/old new=.': each
 #          path from `git archive <commit> | tar -x -C <path>`): every tree's time builds precompiled, then

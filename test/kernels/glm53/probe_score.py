@@ -61,9 +61,9 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
             h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
             k, ks = k_next, ks_next
-    else:  # the launch's own loop (its row's histogram at hist_ptr; no 16-bit one)
+    else:  # the launch's own loop (its row's histogram at hist_ptr)
         h = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, h,
-                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, hist_ptr, False, AHEAD)
+                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD)
     if not ATOM:
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
