@@ -148,8 +148,10 @@ class Tiles:
     # gives 12 tasks at 1 row of the hidden (6144) and 96 at 8 rows. Not yet tuned (no multi-GPU run).
     bx: int = 512
     ks_i: int = 6
-    # ks_w: weights_proj's split-K parts (latent's stage; 0: ks_i). Not yet timed apart from ks_i.
-    ks_w: int = 0
+    # ks_w: weights_proj's split-K parts (latent's stage; 0: ks_i). H200, one process, TP8, a decode row a request
+    # (results/indexer8_h200_time_specs_ks_w.log), rows 1 / 8: 8K 135.6 / 202.5 us with ks_i's 6, 135.3 / 199.4
+    # with 16, 134.8 / 201.3 with 48; 128K 150.4 / 276.6, 146.4 / 275.2, 148.0 / 276.1. 16 taken.
+    ks_w: int = 16
     bn_iq: int = 128
     ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
