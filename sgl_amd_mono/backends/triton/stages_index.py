@@ -264,8 +264,9 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
-    stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the
-    keys one shared-memory buffer and waits for every copy at the step's start: their load overlaps no work.
+    stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
+    page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
+    for every copy at the step's start: their load overlaps no work.
     AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
     a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
     (results/indexer8_score_loop_ttgir_cpu.txt)."""

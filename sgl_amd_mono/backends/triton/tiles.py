@@ -148,7 +148,7 @@ class Tiles:
     # gives 12 tasks at 1 row of the hidden (6144) and 96 at 8 rows. Not yet tuned (no multi-GPU run).
     bx: int = 512
     ks_i: int = 6
-    # ks_w: weights_proj's split-K parts (latent's stage; 0: ks_i). H200, one process, TP8, a decode row a request
+    # ks_w: weights_proj's split-K parts (latent's stage), apart from wk's ks_i. H200, one process, TP8, a decode row a request
     # (results/indexer8_h200_time_specs_ks_w.log), rows 1 / 8: 8K 135.6 / 202.5 us with ks_i's 6, 135.3 / 199.4
     # with 16, 134.8 / 201.3 with 48; 128K 150.4 / 276.6, 146.4 / 275.2, 148.0 / 276.1. 16 taken.
     ks_w: int = 16
@@ -222,8 +222,8 @@ class Tiles:
 
         return dataclasses.replace(
             self, ks_a=ks(geo.hidden // 128, self.ks_a), ks_b=ks(geo.q_lora // 128, self.ks_b),
-            ks_i=ks(geo.hidden // 128, self.ks_i),
-            ks_w=ks(geo.hidden // 128, self.ks_w or self.ks_i), ks_iq=ks(geo.q_lora // 128, self.ks_iq),
+            ks_i=ks(geo.hidden // 128, self.ks_i), ks_w=ks(geo.hidden // 128, self.ks_w),
+            ks_iq=ks(geo.q_lora // 128, self.ks_iq),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
             ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden),
