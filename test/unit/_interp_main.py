@@ -42,6 +42,8 @@ CASES = {
     "w3_index_behind": (3, torch.bfloat16, "index_ahead=0"),
     "w3_ks_w1": (3, torch.bfloat16, "ks_w=1"),
     "w3_index_ahead_pipe4": (3, torch.bfloat16, "index_pipe=4"),
+    "w3_index_sel_atomics": (3, torch.bfloat16, "index_sel_atomics=1"),
+    "w3_index_sel_atomics_one": (3, torch.bfloat16, "index_sel_atomics=1,index_atomics=0"),
 }
 
 

@@ -39,19 +39,18 @@ def digit_of(h, need, prefix):
 
 
 @triton.jit
-def found_prefix(kept_ptr, hist0_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HC: tl.constexpr):
+def found_prefix(kept_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HCP: tl.constexpr):
     """(need, prefix) after P digits of row r's select: prefix = the top 8P bits of its KTOP-th largest key, need =
-    how many keys with that prefix the list still takes. Digit 0 from hist0's HC copies (P == 1, summed here);
-    else the first P - 1 digits as the stage before kept them (kept[r]: `keep_prefix`) and digit P - 1 from its
-    histogram at hist_prev_ptr: one histogram loaded and one digit found a stage. off: the row's histogram in this
-    parity (digit 0's copies start at off HC)."""
+    how many keys with that prefix the list still takes. The first P - 1 digits as the stage before kept them
+    (kept[r]: `keep_prefix`; none at P == 1) and digit P - 1 from its histogram at hist_prev_ptr (hist0 at P ==
+    1), its HCP copies summed: one histogram loaded and one digit found a stage. off: the row's histogram in this
+    parity (its copies start at off HCP)."""
     bins = tl.arange(0, BINS)
+    h = tl.sum(tl.load(hist_prev_ptr + off * HCP + tl.arange(0, HCP)[:, None] * BINS + bins[None, :],
+                       cache_modifier=".cg"), axis=0)  # issued with the kept words
     if P == 1:
-        h = tl.sum(tl.load(hist0_ptr + off * HC + tl.arange(0, HC)[:, None] * BINS + bins[None, :],
-                           cache_modifier=".cg"), axis=0)
         need, prefix = digit_of(h, KTOP + off * 0, (off * 0).to(tl.int64))
     else:
-        h = tl.load(hist_prev_ptr + off + bins, cache_modifier=".cg")  # issued with the kept words
         need, prefix = digit_of(h, tl.load(kept_ptr + r * 2, cache_modifier=".cg"),
                                 tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg"))
     return need, prefix
@@ -74,20 +73,23 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr,
-                 epoch,
+def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
+                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1,
+                 HCO: tl.constexpr = 1, SATOM: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
-    from kept_prev and hist_prev, digit P - 1's histogram; kept at kept for the next stage), counted into
-    hist_out[epoch % 2]. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    from kept_prev and hist_prev, digit P - 1's histogram in HCP copies; kept at kept for the next stage), counted
+    into hist_out[epoch % 2] (HCO copies a row: task t counts into copy t % HCO). SATOM (tiles.index_sel_atomics,
+    digits 1 and 2): one integer atomic a key at the prefix, not a block histogram (`tl.histogram` over every key
+    of the step, 256 bins) added once a task: the same counts. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
     at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
     programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
-    zero_other_parity(hist_out_ptr, parity, pid, R, NPROG)
+    zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO)
+    ATOMS: tl.constexpr = SATOM and P < RADIX_LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
@@ -98,8 +100,8 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            need, prefix = found_prefix(kept_prev_ptr, hist0_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P,
-                                        HC)
+            need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P, HCP)
+            hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * BINS  # the task's copy of the row's
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (P == 3's counts)
@@ -109,9 +111,12 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
                 u = order_key(x)
                 high = (u >> (32 - 8 * P)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
+                digit = ((u >> (24 - 8 * P)) & 255).to(tl.int32)
                 # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
-                do_hist = True  # digit 1: most blocks hold a key at the 8-bit prefix
-                if P >= 2:
+                do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
+                if ATOMS:
+                    tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
+                elif P >= 2:
                     if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
                         both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
                         above += both & 65535
@@ -119,9 +124,10 @@ def select_digit(scores_ptr, lens, hist0_ptr, hist_prev_ptr, hist_out_ptr, kept_
                     else:
                         do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
                 if do_hist:
-                    h += tl.histogram(((u >> (24 - 8 * P)) & 255).to(tl.int32), BINS, mask=hit)
+                    h += tl.histogram(digit, BINS, mask=hit)
                 x = x_next
-            tl.atomic_add(hist_out_ptr + (parity * R + r) * BINS + bins, h, mask=h > 0, sem="relaxed")
+            if not ATOMS:
+                tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
             if P == RADIX_LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
@@ -198,10 +204,10 @@ def _max_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
+def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HC: tl.constexpr = 1):
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -224,7 +230,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist0_ptr, hist3_ptr, kept3_ptr, cnt_
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            need, thr = found_prefix(kept3_ptr, hist0_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, HC)
+            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, 1)
             d = (thr & 255).to(tl.int32)
             before = sls < s
             at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")

@@ -137,6 +137,11 @@ class Tiles:
     # sel2 found the first two digits: 134.1 / 200.7 at 8K, 161.4 / 327.3 at 128K, and with index_ahead 135.3 /
     # 201.8, 164.3 / 310.0 (the same log): removed.
     index_ahead: bool = True
+    # index_sel_atomics: the select's digits 1 and 2 (stages sel1, sel2) counted by one integer atomic a key at the
+    # prefix into the row's histogram (digit 1's in hist0's copies, task t into copy t % copies), instead of
+    # tl.histogram over each scan step's keys (256 bins, every key of the step whether at the prefix or not) added
+    # once a task. The same counts (exact integers), so the same bits. Not yet timed.
+    index_sel_atomics: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

@@ -60,6 +60,12 @@ def hist0_copies(d) -> int:
     return max(1, int(d.tiles.index_atomics))
 
 
+def hist1_copies(d) -> int:
+    """Copies of a row's digit-1 histogram: hist0_copies when sel1 counts a key at a time (tiles.index_sel_atomics),
+    else 1 (a task's block histograms added once)."""
+    return hist0_copies(d) if d.tiles.index_sel_atomics else 1
+
+
 INDEX_INPUTS = (
     B("index_k_cache", lambda d: (None, INDEX_PAGE * INDEX_K_BYTES), "u8",
       "SGLang's index-K pool of the layer [pages, 64 x 128 fp8 bytes then 64 f32 scales], written in place"),
@@ -90,9 +96,11 @@ INDEX_SCRATCH = (
     B("scores", lambda d: (d.R, d.PMAX * INDEX_PAGE), "f32", "a row's index scores in position order"),
     B("hist0", lambda d: (2, d.R, hist0_copies(d) * RADIX_BINS), "i32",
       "radix digit 0's histogram a row, in hist0_copies copies; [epoch % 2] this launch's, the other zeroed"),
+    B("hist1", lambda d: (2, d.R, hist1_copies(d) * RADIX_BINS), "i32",
+      "radix digit 1's histogram a row, in hist1_copies copies; [epoch % 2] this launch's, the other zeroed"),
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
         f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
-      for p in range(1, RADIX_PASSES)),
+      for p in range(2, RADIX_PASSES)),
     *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after {p} radix digits, kept by sel{p} for "
         "the next stage") for p in range(1, RADIX_PASSES)),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
