@@ -106,7 +106,7 @@ class Tiles:
     # (results/indexer5_h200_swap_time_specs.log), rows 1 / 8: 8K 142.1 / 213.2 us, swapped 138.3 / 205.9, swapped
     # and pipelined 139.9 / 205.3; 128K 167.8 / 438.8, 159.2 / 369.0, 156.5 / 360.4. Swapped by default: its
     # checks pass (check_layer TP8 rows 1 / 8 at 8K, check_topk at 8K and 128K: results/indexer5_h200_swap_*).
-    # Pipelined over 3 stages in 256-key blocks with digit 0 in 8 atomic copies by default (below).
+    # Pipelined over 3 stages in 256-key blocks with digit 0 in atomic copies by default (below: 8, then 16).
     index_swap: bool = True
     index_pipe: int = 3
     # index_atomics: digit 0 counted in the score loop by one integer atomic a key into its row's histogram in
@@ -125,7 +125,8 @@ class Tiles:
     # 8K 140.2 / 175.6 / 208.5, 142.2 / 175.1 / 209.1, 143.6 / 174.8 / 210.1. Taken: 256 / 3 / 8 (the 8K cost at
     # 1 row, 3.4 us, against 25-60 us at 128K and 4-8 rows). index_scan 1024 on top: 128K 158.4 / 224.3 / 307.7,
     # 8K 147.0 / 179.9 / 214.3 (2048: 8K 157.0 at 1 row): not taken.
-    index_atomics: int = 8
+    # 16 copies with index_sel_atomics (above; digit 1's histogram takes as many): results/indexer9_h200_time_specs.log.
+    index_atomics: int = 16
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
     # (results/indexer8_score_loop_ttgir_cpu.txt): without it the keys get one shared-memory buffer and each step
@@ -140,8 +141,12 @@ class Tiles:
     # index_sel_atomics: the select's digits 1 and 2 (stages sel1, sel2) counted by one integer atomic a key at the
     # prefix into the row's histogram (digit 1's in hist0's copies, task t into copy t % copies), instead of
     # tl.histogram over each scan step's keys (256 bins, every key of the step whether at the prefix or not) added
-    # once a task. The same counts (exact integers), so the same bits. Not yet timed.
-    index_sel_atomics: bool = False
+    # once a task. The same counts (exact integers), so the same bits. H200, one process, TP8, a decode row a
+    # request (results/indexer9_h200_time_specs.log), rows 1 / 2 / 4 / 8: 8K 134.2 / 147.9 / 166.0 / 199.0 us ->
+    # 132.8 / 146.7 / 166.5 / 199.0, 128K 149.5 / 168.7 / 204.8 / 276.2 -> 147.4 / 167.0 / 200.6 / 267.6; with
+    # index_atomics 16 too: 133.5 / 146.6 / 166.8 / 198.7, 145.9 / 164.7 / 197.1 / 267.3 (taken: both); with
+    # index_scan 1024 instead: 8K 136.3 / 149.4 / 168.4 / 203.3, 128K 146.0 / 166.8 / 200.8 / 264.8 (not taken).
+    index_sel_atomics: bool = True
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -314,10 +319,11 @@ KIND_TILES: dict[str, dict] = {
 # Attention blocks of 64 slots spill 248 VGPRs there (AOT, TP8 w1 / w8); 32: none.
 # swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first. MoE up's k parts resolved
 # per width (ks_u 0) are an H200 finding too; gfx950 keeps 4. The indexer's score loop (256-key blocks pipelined
-# by Triton, digit 0 in 8 atomic copies) is one too: gfx950 keeps 128-key blocks by hand, digit 0 in registers.
+# by Triton, digit 0 in 16 atomic copies) and the select's digits 1 and 2 counted a key at a time are too: gfx950
+# keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
-                                           "index_pipe": 0, "index_atomics": 0}}
+                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
 
 
 def target_of(device) -> str:
