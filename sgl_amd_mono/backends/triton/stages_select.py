@@ -77,14 +77,13 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
                  PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
                  NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1,
-                 HCO: tl.constexpr = 1, SATOM: tl.constexpr = False, AHEAD: tl.constexpr = 1):
+                 HCO: tl.constexpr = 1, SATOM: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
     (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
     from kept_prev and hist_prev, digit P - 1's histogram in HCP copies; kept at kept for the next stage), counted
     into hist_out[epoch % 2] (HCO copies a row: task t counts into copy t % HCO). SATOM (tiles.index_sel_atomics,
     digits 1 and 2): one integer atomic a key at the prefix, not a block histogram (`tl.histogram` over every key
-    of the step, 256 bins) added once a task: the same counts. AHEAD (tiles.index_scan_ahead): the scan's
-    scores loaded that many steps ahead (1 or 2). The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
+    of the step, 256 bins) added once a task: the same counts. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
     at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
     programs fill each such row's list with -1 (emit writes over it)."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -101,9 +100,6 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            x_ahead = x  # AHEAD 2: the step after next's scores
-            if AHEAD == 2:
-                x_ahead = load_scores(scores_ptr + r * SCOL, s0 + ISCAN + blk, s1)
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P, HCP)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * BINS  # the task's copy of the row's
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
@@ -111,11 +107,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             above = rlen * 0  # keys above the prefix (P == 3's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
-                if AHEAD == 2:
-                    x_next = x_ahead
-                    x_ahead = load_scores(scores_ptr + r * SCOL, tt + 2 * ISCAN, s1)
-                else:
-                    x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
                 u = order_key(x)
                 high = (u >> (32 - 8 * P)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
@@ -215,15 +207,14 @@ def _max_pair(a0, a1, b0, b1):
 def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, AHEAD: tl.constexpr = 1):
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
     them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
     counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
-    (ERR_INVARIANT: this stage, the row, the entry, KTOP). AHEAD: the scores and page ids loaded that many scan
-    steps ahead (1 or 2)."""
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
@@ -239,12 +230,6 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            x_ahead = x  # AHEAD 2: the step after next's scores and page ids
-            page_ahead = page
-            if AHEAD == 2:
-                x_ahead = load_scores(scores_ptr + r * SCOL, s0 + ISCAN + blk, s1)
-                page_ahead = tl.load(page_table_ptr + r * PMAX + (s0 + ISCAN + blk) // PAGE, mask=s0 + ISCAN + blk < s1,
-                                     other=0)
             need, thr = found_prefix(kept3_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, 1)
             d = (thr & 255).to(tl.int32)
             before = sls < s
@@ -255,16 +240,8 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 valid = tt < s1
-                if AHEAD == 2:
-                    x_next = x_ahead
-                    page_next = page_ahead
-                    x_ahead = load_scores(scores_ptr + r * SCOL, tt + 2 * ISCAN, s1)
-                    page_ahead = tl.load(page_table_ptr + r * PMAX + (tt + 2 * ISCAN) // PAGE, mask=tt + 2 * ISCAN < s1,
-                                         other=0)
-                else:
-                    x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
-                    page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
-                                        other=0)
+                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
+                page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1, other=0)
                 u = order_key(x).to(tl.int64)
                 is_above = valid & (u > thr)
                 is_at = valid & (u == thr)

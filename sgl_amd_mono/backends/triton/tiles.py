@@ -147,9 +147,6 @@ class Tiles:
     # index_atomics 16 too: 133.5 / 146.6 / 166.8 / 198.7, 145.9 / 164.7 / 197.1 / 267.3 (taken: both); with
     # index_scan 1024 instead: 8K 136.3 / 149.4 / 168.4 / 203.3, 128K 146.0 / 166.8 / 200.8 / 264.8 (not taken).
     index_sel_atomics: bool = True
-    # index_scan_ahead: the select's scans (sel1 .. emit) load their scores (and emit its page ids) that many steps
-    # of index_scan keys ahead, 1 or 2. Not yet timed.
-    index_scan_ahead: int = 1
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -274,8 +271,6 @@ class Tiles:
             raise ValueError(f"index_atomics {self.index_atomics} is neither 0 nor a power of two up to 64 (copies)")
         if self.index_pipe < 0 or self.index_pipe == 1 or self.index_pipe > 8:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
-        if self.index_scan_ahead not in (1, 2):
-            raise ValueError(f"index_scan_ahead {self.index_scan_ahead} is not 1 or 2 (scan steps loaded ahead)")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
