@@ -83,9 +83,11 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     from kept_prev and hist_prev, digit P - 1's histogram in HCP copies; kept at kept for the next stage), counted
     into hist_out[epoch % 2] (HCO copies a row: task t counts into copy t % HCO). SATOM (tiles.index_sel_atomics,
     digits 1 and 2): one integer atomic a key at the prefix, not a block histogram (`tl.histogram` over every key
-    of the step, 256 bins) added once a task: the same counts. The last digit (P = 3) also leaves the slice's counts for emit: cnt[r, s, b] = its keys
-    at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys above the prefix; then R tasks on the last
-    programs fill each such row's list with -1 (emit writes over it)."""
+    of the step, 256 bins) added once a task: the same counts. The last digit (P = 3) also leaves the slice's
+    counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys
+    above the prefix; then R tasks on the last programs fill each such row's list with -1 (emit writes over it).
+    Loading the scan's scores two steps ahead instead of one was no faster on the H200
+    (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO)
