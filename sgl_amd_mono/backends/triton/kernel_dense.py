@@ -14,8 +14,8 @@ from sgl_amd_mono.glm53.kinds import dense as dense_kind
 from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 _FRONT = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "KTOP", "NSPLIT", "IH", "ID", "PMAX", "NSL", "IBLK",
-          "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IQG", "KS_I",
-          "KS_W", "BN_IQ", "KS_IQ", "BN_A", "KS_A", "BN_B", "KS_B", "BN_O", "KS_O", "ATT_BLK", "NORM_GP", "WUV_SH",
+          "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IW0", "IW1", "IQG",
+          "KS_I", "KS_W", "BN_IQ", "KS_IQ", "BN_A", "KS_A", "BN_B", "KS_B", "BN_O", "KS_O", "ATT_BLK", "NORM_GP", "WUV_SH",
           "STAGES", "SWAP_AB")
 
 
@@ -50,7 +50,8 @@ def dense_layer_kernel(
         KTOP: tl.constexpr, NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr,
         NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr,
         ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
-        IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr,
+        IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
+        IQG: tl.constexpr, KS_I: tl.constexpr,
         KS_W: tl.constexpr, BN_IQ: tl.constexpr,
         KS_IQ: tl.constexpr,
         BN_A: tl.constexpr, KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr,
@@ -87,9 +88,9 @@ def dense_layer_kernel(
         hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IQG, KS_I, KS_W, BN_IQ, KS_IQ,
-        BN_A, KS_A,
-        BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, IQG, KS_I, KS_W, BN_IQ,
+        KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
+        SKIP_MASK, TRACE,
         COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,
         S_ATTN, S_W_UV, S_O_PROJ, T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, TOKENS,
         input_ids_ptr, V, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, emb_ptr, S_EMBED, T_EMBED,

@@ -27,7 +27,8 @@ def constexprs(d: LayerDims) -> dict:
     and digit-0 atomics (IATOM: the histogram's copies a row, 0: counted in registers; IHC: those copies, 1
     when counted in registers: the table's hist0_copies), IAHEAD the pipelined score loop's page ids a step ahead
     (tiles.index_ahead), ISATOM sel1 / sel2 counting a key at a time (tiles.index_sel_atomics) into IHC1 copies of
-    digit 1's histogram (the table's hist1_copies), IQG heads an index-query task covers) and tiles (KS_I: wk's
+    digit 1's histogram (the table's hist1_copies), IW0 / IW1 the radix digits 0 and 1's bits (the table's
+    radix_digits: 8 / 8 of four digits, 12 / 12 of three), IQG heads an index-query task covers) and tiles (KS_I: wk's
     parts, KS_W: weights_proj's;
     BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
@@ -36,6 +37,7 @@ def constexprs(d: LayerDims) -> dict:
             "ISWAP": t.index_swap, "IPIPE": t.index_pipe, "IATOM": t.index_atomics,
             "IHC": indexer_kind.hist0_copies(d),
             "IAHEAD": int(t.index_ahead), "ISATOM": int(t.index_sel_atomics), "IHC1": indexer_kind.hist1_copies(d),
+            "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1],
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
             "KS_IQ": t.ks_iq}
 
@@ -75,7 +77,8 @@ def indexer_layer_kernel(
     I: tl.constexpr, KTOP: tl.constexpr, NSPLIT: tl.constexpr, MAXU: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
     PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr,
     LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
-    IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IQG: tl.constexpr, KS_I: tl.constexpr,
+    IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
+    IQG: tl.constexpr, KS_I: tl.constexpr,
     KS_W: tl.constexpr,
     BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
     # tiles
@@ -116,9 +119,9 @@ def indexer_layer_kernel(
         hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IQG, KS_I, KS_W, BN_IQ, KS_IQ,
-        BN_A, KS_A,
-        BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, IQG, KS_I, KS_W, BN_IQ,
+        KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
+        SKIP_MASK, TRACE,
         COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,
         S_ATTN, S_W_UV, S_O_PROJ, T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0,
         TP, peers_ptr, rank,

@@ -7,7 +7,8 @@ agrees):
   * KTOP < L <= LS (LS = max(KTOP, ISHORT)): one task selects the whole list from the row's scores held in
     registers (`select_row`, stage sel1): the KTOP-th largest key found a bit at a time from the top;
   * L > LS: the sliced radix select. Keys are compared as order-preserving uint32 (`order_key`); the KTOP-th
-    largest is found digit by digit (four digits of 8 bits, from the top): a digit's histogram is accumulated
+    largest is found digit by digit (from the top: four of 8 bits, or 12, 12 and 8 bits, the table's
+    `radix_digits`; the last always 8 bits): a digit's histogram is accumulated
     over the row's slices with integer atomics (exact, so the same bits every run), into hist_p[epoch % 2];
     the same stage zeroes hist_p[1 - epoch % 2] for the next launch on these buffers. Each stage's tasks find
     the digits so far from the prefix the stage before kept and that stage's histogram (`found_prefix`), and a
@@ -22,37 +23,37 @@ and Triton's histogram costs grow with its bins.)
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.stages_index import (BINS, PAGE, RADIX_LAST, load_scores, order_key, slice_of,
-                                                       zero_other_parity)
+from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 
 @triton.jit
-def digit_of(h, need, prefix):
-    """One digit of the radix select from its histogram h [256]: the largest digit d whose keys, with the
+def digit_of(h, need, prefix, NB: tl.constexpr = BINS):
+    """One digit of the radix select from its histogram h [NB]: the largest digit d whose keys, with the
     keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
-    bins = tl.arange(0, BINS)
+    bins = tl.arange(0, NB)
     suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b
     d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
     above = tl.sum(tl.where(bins > d, h, 0), axis=0)
-    return need - above, prefix * 256 + d.to(tl.int64)
+    return need - above, prefix * NB + d.to(tl.int64)
 
 
 @triton.jit
-def found_prefix(kept_ptr, hist_prev_ptr, r, off, KTOP: tl.constexpr, P: tl.constexpr, HCP: tl.constexpr):
-    """(need, prefix) after P digits of row r's select: prefix = the top 8P bits of its KTOP-th largest key, need =
-    how many keys with that prefix the list still takes. The first P - 1 digits as the stage before kept them
-    (kept[r]: `keep_prefix`; none at P == 1) and digit P - 1 from its histogram at hist_prev_ptr (hist0 at P ==
-    1), its HCP copies summed: one histogram loaded and one digit found a stage. off: the row's histogram in this
-    parity (its copies start at off HCP)."""
-    bins = tl.arange(0, BINS)
-    h = tl.sum(tl.load(hist_prev_ptr + off * HCP + tl.arange(0, HCP)[:, None] * BINS + bins[None, :],
+def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.constexpr, HCP: tl.constexpr,
+                 NBP: tl.constexpr = BINS):
+    """(need, prefix) after the digits through the one counted in hist_prev of row r's select: prefix = the top
+    bits of its KTOP-th largest key, need = how many keys with that prefix the list still takes. The digits before
+    it as the stage before kept them (kept[r]: `keep_prefix`; none when FIRST, hist_prev being digit 0's) and that
+    digit from its histogram at hist_prev_ptr (NBP bins), its HCP copies summed: one histogram loaded and one digit
+    found a stage. row: the row's histogram in this parity (parity R + r; its copies start at row HCP NBP)."""
+    bins = tl.arange(0, NBP)
+    h = tl.sum(tl.load(hist_prev_ptr + row * (HCP * NBP) + tl.arange(0, HCP)[:, None] * NBP + bins[None, :],
                        cache_modifier=".cg"), axis=0)  # issued with the kept words
-    if P == 1:
-        need, prefix = digit_of(h, KTOP + off * 0, (off * 0).to(tl.int64))
+    if FIRST:
+        need, prefix = digit_of(h, KTOP + row * 0, (row * 0).to(tl.int64), NBP)
     else:
         need, prefix = digit_of(h, tl.load(kept_ptr + r * 2, cache_modifier=".cg"),
-                                tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg"))
+                                tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg"), NBP)
     return need, prefix
 
 
@@ -74,24 +75,28 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 @triton.jit
 def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch,
-                 pid, ok, task_count_ptr, S: tl.constexpr, P: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-                 PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1,
-                 HCO: tl.constexpr = 1, SATOM: tl.constexpr = False):
-    """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): radix digit P
-    (bits 31 - 8P .. 24 - 8P) of the slice's keys whose higher digits are the prefix found so far (`found_prefix`
-    from kept_prev and hist_prev, digit P - 1's histogram in HCP copies; kept at kept for the next stage), counted
-    into hist_out[epoch % 2] (HCO copies a row: task t counts into copy t % HCO). SATOM (tiles.index_sel_atomics,
-    digits 1 and 2): one integer atomic a key at the prefix, not a block histogram (`tl.histogram` over every key
-    of the step, 256 bins) added once a task: the same counts. The last digit (P = 3) also leaves the slice's
-    counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b (b < 256), cnt[r, s, 256] = its keys
-    above the prefix; then R tasks on the last programs fill each such row's list with -1 (emit writes over it).
+                 pid, ok, task_count_ptr, S: tl.constexpr, HI: tl.constexpr, W: tl.constexpr, WP: tl.constexpr,
+                 R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
+                 ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
+                 COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False):
+    """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
+    W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
+    found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
+    HCP copies; digit 0's when HI == WP; kept at kept for the next stage), counted into hist_out[epoch % 2] (HCO
+    copies a row of 2^W bins: task t counts into copy t % HCO). SATOM (tiles.index_sel_atomics, every digit but
+    the last): one integer atomic a key at the prefix, not a block histogram (`tl.histogram` over every key of the
+    step, 256 bins; W 8 only) added once a task: the same counts. The last digit (HI + W == 32, 8 bits) also
+    leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b (b < 256),
+    cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's list with
+    -1 (emit writes over it).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
+    NB: tl.constexpr = 1 << W
+    LAST: tl.constexpr = HI + W == 32
     parity = epoch & 1
-    zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO)
-    ATOMS: tl.constexpr = SATOM and P < RADIX_LAST
+    zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
+    ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
@@ -102,24 +107,25 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
-            need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, (parity * R + r) * BINS, KTOP, P, HCP)
-            hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * BINS  # the task's copy of the row's
+            need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
+                                        1 << WP)
+            hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
-            above = rlen * 0  # keys above the prefix (P == 3's counts)
+            above = rlen * 0  # keys above the prefix (the last digit's counts)
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
                 u = order_key(x)
-                high = (u >> (32 - 8 * P)).to(tl.int64)
+                high = (u >> (32 - HI)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
-                digit = ((u >> (24 - 8 * P)) & 255).to(tl.int32)
+                digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
                 # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
                 do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
                 if ATOMS:
                     tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
-                elif P >= 2:
-                    if P == RADIX_LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                elif HI > WP:  # past digit 1
+                    if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
                         both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
                         above += both & 65535
                         do_hist = (both >> 16) > 0
@@ -130,10 +136,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 x = x_next
             if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
-            if P == RADIX_LAST:
+            if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
-    if P == RADIX_LAST:
+    if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
         for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
             if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
@@ -232,7 +238,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             # the loads that need no histogram issued first: the scores and the page ids
             x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
             page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, (parity * R + r) * BINS, KTOP, 4, 1)
+            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
             d = (thr & 255).to(tl.int32)
             before = sls < s
             at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")

@@ -147,6 +147,13 @@ class Tiles:
     # index_atomics 16 too: 133.5 / 146.6 / 166.8 / 198.7, 145.9 / 164.7 / 197.1 / 267.3 (taken: both); with
     # index_scan 1024 instead: 8K 136.3 / 149.4 / 168.4 / 203.3, 128K 146.0 / 166.8 / 200.8 / 264.8 (not taken).
     index_sel_atomics: bool = True
+    # index_digits: the radix select's digits (`glm53/kinds/indexer.RADIX_DIGITS`): 4 of 8 bits, or 3 (12-bit digits
+    # 0 and 1, the last 8), which drops stage sel2's scan and its hand-off (every program passes it) and spreads the
+    # score loop's digit-0 atomics over 16 times the bins (a float's top 8 bits hold its sign and 7 of its exponent's
+    # 8 bits, so most of a row's keys share one or two digit-0 bins; its top 12 bits split each octave in 8).
+    # Needs index_sel_atomics and index_atomics of 1 to 4 copies (a 4096-bin histogram is not kept in registers, and
+    # each reader sums the copies in them).
+    index_digits: int = 4
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -273,6 +280,12 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
+        if self.index_digits not in (3, 4):
+            raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
+        if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
+            raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
+                             "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
+                             f"{self.index_sel_atomics}: its 12-bit digits 0 and 1 are counted by atomics)")
         return t.for_geometry(geo, tp).for_programs(geo, n_programs, tp=tp, width=width)
 
     def for_programs(self, geo: Glm53Geometry, n_programs: int, *, tp: int, width: int) -> "Tiles":

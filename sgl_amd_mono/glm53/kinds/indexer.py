@@ -16,7 +16,8 @@ Its table is the shared kind's with the index work added to the attention half's
   sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
-  sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found
+  sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
+          with four digits: `radix_digits`; with three every program passes it)
   sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
@@ -45,8 +46,16 @@ from sgl_amd_mono.glm53.kinds import halves, shared
 from sgl_amd_mono.glm53.kinds.dims import cdiv
 
 B = Buffer
-RADIX_PASSES = 4  # 8-bit digits of a 32-bit key
-RADIX_BINS = 256
+RADIX_PASSES = 4  # the most digits of a 32-bit key (stages score, sel1, sel2, sel3 count one each)
+RADIX_BINS = 256  # the last digit's bins (8 bits: sel3's counts a slice, emit's threshold)
+# tiles.index_digits -> the digits' widths, from the top bit: four of 8 bits, or three with 12-bit digits 0 and 1
+# (counted by atomics only: a 4096-bin histogram is too large for registers); the last is always 8 bits
+RADIX_DIGITS = {4: (8, 8, 8, 8), 3: (12, 12, 8)}
+
+
+def radix_digits(d) -> tuple[int, ...]:
+    """The radix select's digit widths (bits, from the top) for these dims' tiles (tiles.index_digits)."""
+    return RADIX_DIGITS[d.tiles.index_digits]
 
 
 def index_query_heads(d) -> int:
@@ -94,15 +103,16 @@ INDEX_SCRATCH = (
     B("iq", lambda d: (d.R, d.IH, d.ID), "fp8", "the index query, a ue8m0 group a head"),
     B("head_w", lambda d: (d.R, d.IH), "f32", "weights_proj x IH^-0.5 x q scale x ID^-0.5"),
     B("scores", lambda d: (d.R, d.PMAX * INDEX_PAGE), "f32", "a row's index scores in position order"),
-    B("hist0", lambda d: (2, d.R, hist0_copies(d) * RADIX_BINS), "i32",
+    B("hist0", lambda d: (2, d.R, hist0_copies(d) << radix_digits(d)[0]), "i32",
       "radix digit 0's histogram a row, in hist0_copies copies; [epoch % 2] this launch's, the other zeroed"),
-    B("hist1", lambda d: (2, d.R, hist1_copies(d) * RADIX_BINS), "i32",
+    B("hist1", lambda d: (2, d.R, hist1_copies(d) << radix_digits(d)[1]), "i32",
       "radix digit 1's histogram a row, in hist1_copies copies; [epoch % 2] this launch's, the other zeroed"),
     *(B(f"hist{p}", lambda d: (2, d.R, RADIX_BINS), "i32",
-        f"radix digit {p}'s histogram a row; [epoch % 2] this launch's, the other zeroed for the next")
+        f"radix digit {p}'s histogram a row (with three digits: hist2 unused, hist3 the last digit's); [epoch % 2] "
+      "this launch's, the other zeroed for the next")
       for p in range(2, RADIX_PASSES)),
-    *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after {p} radix digits, kept by sel{p} for "
-        "the next stage") for p in range(1, RADIX_PASSES)),
+    *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after the digits before sel{p}'s, kept by "
+        f"sel{p} for the next stage (with three digits: kept2 unused)") for p in range(1, RADIX_PASSES)),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
@@ -137,11 +147,13 @@ def _stages() -> tuple[StageDef, ...]:
                  ("hist1", "kept1", "topk"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", bound, ("scores", "lengths", "kept1", "hist1"), ("hist2", "kept2"), is_bound=True,
-                 doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found"),
-        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept2", "hist2"),
+        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1"),
+                 ("hist2", "kept2"), is_bound=True,
+                 doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
+                     "with three, passed)"),
+        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
-                 doc="(row, slice) of the sliced rows: digit 3's histogram under the digits found, and the slice's "
+                 doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
                      "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3"), ("topk",),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
