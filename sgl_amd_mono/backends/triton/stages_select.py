@@ -45,15 +45,30 @@ def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.
     bits of its KTOP-th largest key, need = how many keys with that prefix the list still takes. The digits before
     it as the stage before kept them (kept[r]: `keep_prefix`; none when FIRST, hist_prev being digit 0's) and that
     digit from its histogram at hist_prev_ptr (NBP bins), its HCP copies summed: one histogram loaded and one digit
-    found a stage. row: the row's histogram in this parity (parity R + r; its copies start at row HCP NBP)."""
-    bins = tl.arange(0, NBP)
-    h = tl.sum(tl.load(hist_prev_ptr + row * (HCP * NBP) + tl.arange(0, HCP)[:, None] * NBP + bins[None, :],
-                       cache_modifier=".cg"), axis=0)  # issued with the kept words
+    found a stage. row: the row's histogram in this parity (parity R + r; its copies start at row HCP NBP).
+    A histogram of more than 256 bins is read as NBP / 256 groups of 256: the group first (`digit_of` over the
+    groups' sums), then the bin in it, so no scan runs over more than 256 values."""
     if FIRST:
-        need, prefix = digit_of(h, KTOP + row * 0, (row * 0).to(tl.int64), NBP)
+        need = KTOP + row * 0
+        prefix = (row * 0).to(tl.int64)
     else:
-        need, prefix = digit_of(h, tl.load(kept_ptr + r * 2, cache_modifier=".cg"),
-                                tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg"), NBP)
+        need = tl.load(kept_ptr + r * 2, cache_modifier=".cg")
+        prefix = tl.load(kept_ptr + r * 2 + 1, cache_modifier=".cg")
+    bins = tl.arange(0, BINS)
+    base = hist_prev_ptr + row * (HCP * NBP)
+    if NBP == BINS:
+        h = tl.sum(tl.load(base + tl.arange(0, HCP)[:, None] * NBP + bins[None, :], cache_modifier=".cg"), axis=0)
+        need, prefix = digit_of(h, need, prefix)
+    else:
+        G: tl.constexpr = NBP // BINS
+        groups = tl.arange(0, G)
+        h2 = tl.zeros((G, BINS), dtype=tl.int32)
+        for c in tl.static_range(HCP):
+            h2 += tl.load(base + c * NBP + groups[:, None] * BINS + bins[None, :], cache_modifier=".cg")
+        gsum = tl.sum(h2, axis=1)
+        need, g = digit_of(gsum, need, (row * 0).to(tl.int64), G)  # the group: need is left among its keys
+        h = tl.sum(tl.where(groups[:, None] == g.to(tl.int32), h2, 0), axis=0)
+        need, prefix = digit_of(h, need, prefix * G + g)
     return need, prefix
 
 
