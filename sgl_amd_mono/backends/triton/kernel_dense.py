@@ -14,7 +14,8 @@ from sgl_amd_mono.glm53.kinds import dense as dense_kind
 from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 _FRONT = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "KTOP", "NSPLIT", "IH", "ID", "PMAX", "NSL", "IBLK",
-          "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IW0", "IW1", "IQG",
+          "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IW0", "IW1",
+          "ICOMPACT", "IQG",
           "KS_I", "KS_W", "BN_IQ", "KS_IQ", "BN_A", "KS_A", "BN_B", "KS_B", "BN_O", "KS_O", "ATT_BLK", "NORM_GP", "WUV_SH",
           "STAGES", "SWAP_AB")
 
@@ -43,7 +44,8 @@ def dense_layer_kernel(
         gate_up_s_ptr, down_ptr, down_s_ptr, o_ptr, residual_out_ptr, topk_ptr, out_ptr, res1_ptr, xq1_ptr, xs1_ptr,
         qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr, vq_ptr,
         vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr, hist0_ptr,
-        hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, xq2_ptr, xs2_ptr,
+        hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr, cand_key_ptr,
+        ncand_ptr, xq2_ptr, xs2_ptr,
         mu_part_ptr, mq_ptr, ms_ptr, md_part_ptr, emb_ptr, sync_ptr, err_ptr, trace_ptr, task_count_ptr, peers_ptr,
         launch_id, bound, eps, softmax_scale, k_norm_eps, rank, R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr,
         KVL: tl.constexpr, ROPE: tl.constexpr, NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr,
@@ -51,6 +53,7 @@ def dense_layer_kernel(
         NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr,
         ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
         IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
+        ICOMPACT: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr,
         KS_W: tl.constexpr, BN_IQ: tl.constexpr,
         KS_IQ: tl.constexpr,
@@ -85,10 +88,12 @@ def dense_layer_kernel(
         wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr, o_ptr, residual_out_ptr, topk_ptr, res1_ptr, xq1_ptr,
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
-        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr,
+        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
+        cand_key_ptr, ncand_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, IQG, KS_I, KS_W, BN_IQ,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IQG, KS_I,
+        KS_W, BN_IQ,
         KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
         SKIP_MASK, TRACE,
         COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,

@@ -127,14 +127,15 @@ def index_attention(
         wk_s_ptr, weights_proj_ptr, k_norm_w_ptr, k_norm_b_ptr, o_ptr, residual_out_ptr, topk_ptr, res1_ptr, xq1_ptr,
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
-        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, wuv_cnt_ptr,
+        hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
+        cand_key_ptr, ncand_ptr, wuv_cnt_ptr,
         oproj_cnt_ptr, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps,
         softmax_scale, k_norm_eps, R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr,
         ROPE: tl.constexpr, NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr,
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr, ISATOM: tl.constexpr,
-        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
+        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ICOMPACT: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -245,12 +246,14 @@ def index_attention(
         if IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                                SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM)
+                                SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                ICOMPACT * 1)
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                                SKIP_MASK, COUNT_TASKS)
+                                SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                ICOMPACT * 2)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
@@ -260,7 +263,7 @@ def index_attention(
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
                     epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS)
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

@@ -89,11 +89,32 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
+def load_step(src_ptr, tt, end, FROM_LIST: tl.constexpr):
+    """A scan step's raw keys at tt below end, from L2: the row's f32 scores, or (FROM_LIST) the slice's listed
+    order keys (cand_key, int32 bits). Converted where used (`key_of`), so the load of the step ahead waits on
+    nothing."""
+    if FROM_LIST:
+        return tl.load(src_ptr + tt, mask=tt < end, other=0, cache_modifier=".cg")
+    else:
+        return load_scores(src_ptr, tt, end)
+
+
+@triton.jit
+def key_of(x, FROM_LIST: tl.constexpr):
+    """`load_step`'s raw keys as order keys (uint32)."""
+    if FROM_LIST:
+        return x.to(tl.uint32, bitcast=True)
+    else:
+        return order_key(x)
+
+
+@triton.jit
 def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, HI: tl.constexpr, W: tl.constexpr, WP: tl.constexpr,
                  R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-                 COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False):
+                 COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
+                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -103,7 +124,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     step, 256 bins; W 8 only) added once a task: the same counts. The last digit (HI + W == 32, 8 bits) also
     leaves the slice's counts for emit: cnt[r, s, b] = its keys at or above the key prefix.b (b < 256),
     cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's list with
-    -1 (emit writes over it).
+    -1 (emit writes over it). LIST (tiles.index_compact): 1, the slice's keys at or above the prefix found here
+    (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
+    count at ncand[t]; 2, the scan reads that list instead of the slice's scores (a key below that prefix is below
+    every later one, so the same counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -121,17 +145,23 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)  # issued before the histograms are read
+            if LIST == 2:  # the slice's list (sel2's), not its scores
+                src = cand_key_ptr + r * SCOL
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+            else:
+                src = scores_ptr + r * SCOL
+            x = load_step(src, s0 + blk, s1, LIST == 2)  # issued before the histograms are read
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
                                         1 << WP)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (the last digit's counts)
+            listed = rlen * 0  # LIST == 1: keys listed so far
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
-                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
-                u = order_key(x)
+                x_next = load_step(src, tt + ISCAN, s1, LIST == 2)
+                u = key_of(x, LIST == 2)
                 high = (u >> (32 - HI)).to(tl.int64)
                 hit = (tt < s1) & (high == prefix)
                 digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
@@ -148,9 +178,18 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                         do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
                 if do_hist:
                     h += tl.histogram(digit, BINS, mask=hit)
+                if LIST == 1:  # the keys at or above the prefix, in order from the slice's start
+                    keep = (tt < s1) & (high >= prefix)
+                    at = tl.cumsum(keep.to(tl.int32), axis=0)  # inclusive: its max is the step's count
+                    dst = r * SCOL + s0 + listed + at - 1
+                    tl.store(cand_pos_ptr + dst, tt, mask=keep)
+                    tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep)
+                    listed += tl.max(at, axis=0)
                 x = x_next
             if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
+            if LIST == 1:
+                tl.store(ncand_ptr + t, listed)
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
@@ -230,14 +269,17 @@ def _max_pair(a0, a1, b0, b1):
 def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
+         ncand_ptr=None, LIST: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
     them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
     counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
-    (ERR_INVARIANT: this stage, the row, the entry, KTOP)."""
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
+    list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
+    its scores."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
@@ -250,9 +292,16 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            # the loads that need no histogram issued first: the scores and the page ids
-            x = load_scores(scores_ptr + r * SCOL, s0 + blk, s1)
-            page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
+            # positions)
+            if LIST:
+                src = cand_key_ptr + r * SCOL
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+                page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
+            else:
+                src = scores_ptr + r * SCOL
+                page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            x = load_step(src, s0 + blk, s1, LIST)
             need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
             d = (thr & 255).to(tl.int32)
             before = sls < s
@@ -263,9 +312,14 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 valid = tt < s1
-                x_next = load_scores(scores_ptr + r * SCOL, tt + ISCAN, s1)
-                page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1, other=0)
-                u = order_key(x).to(tl.int64)
+                x_next = load_step(src, tt + ISCAN, s1, LIST)
+                if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
+                    page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
+                                        cache_modifier=".cg")
+                else:
+                    page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
+                                        other=0)
+                u = key_of(x, LIST).to(tl.int64)
                 is_above = valid & (u > thr)
                 is_at = valid & (u == thr)
                 # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
@@ -281,8 +335,11 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
                 counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
                 if worst > 0:  # counts and threshold disagree: never write past the row's list
                     report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
-                tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE,
-                         mask=put & (dest >= 0) & (dest < KTOP))
+                if LIST:
+                    slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
+                else:
+                    slot = page * PAGE + tt % PAGE
+                tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
                 n_above += counts & 65535
                 n_at += counts >> 16
                 x = x_next

@@ -154,6 +154,10 @@ class Tiles:
     # Needs index_sel_atomics and index_atomics of 1 to 4 copies (a 4096-bin histogram is not kept in registers, and
     # each reader sums the copies in them).
     index_digits: int = 4
+    # index_compact: sel2 (four digits) lists each slice's keys at or above the 16-bit prefix it found (their
+    # positions and order keys, in position order), and sel3 and emit scan those lists instead of the slice's every
+    # key: every key below that prefix is below the threshold, so the same counts and the same list.
+    index_compact: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -282,6 +286,8 @@ class Tiles:
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
+        if self.index_compact and self.index_digits != 4:
+            raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}: sel2 lists the keys)")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
