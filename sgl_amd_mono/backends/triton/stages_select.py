@@ -145,12 +145,12 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            if LIST == 2:  # the slice's list (sel2's), not its scores
-                src = cand_key_ptr + r * SCOL
+            src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
+            # issued before the histograms are read (a list's first step too: up to the slice's end, before its
+            # length is known; the keys past it are masked where used)
+            x = load_step(src, s0 + blk, s1, LIST == 2)
+            if LIST == 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-            else:
-                src = scores_ptr + r * SCOL
-            x = load_step(src, s0 + blk, s1, LIST == 2)  # issued before the histograms are read
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
                                         1 << WP)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
@@ -294,14 +294,16 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             count_task(task_count_ptr, S, COUNT_TASKS)
             # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
             # positions)
+            # (a list's first step up to the slice's end, before its length is known: past it masked where used)
             if LIST:
                 src = cand_key_ptr + r * SCOL
-                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
                 page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
             else:
                 src = scores_ptr + r * SCOL
                 page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
             x = load_step(src, s0 + blk, s1, LIST)
+            if LIST:
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
             d = (thr & 255).to(tl.int32)
             before = sls < s
