@@ -152,11 +152,20 @@ class Tiles:
     # score loop's digit-0 atomics over 16 times the bins (a float's top 8 bits hold its sign and 7 of its exponent's
     # 8 bits, so most of a row's keys share one or two digit-0 bins; its top 12 bits split each octave in 8).
     # Needs index_sel_atomics and index_atomics of 1 to 4 copies (a 4096-bin histogram is not kept in registers, and
-    # each reader sums the copies in them).
+    # each reader sums the copies in them). H200, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8
+    # (results/indexer10_h200_time_specs.log): 8K 132.7 / 147.1 / 167.5 / 199.3 us -> 134.1 / 148.3 / 166.7 / 199.3
+    # with 4 copies, 128K 143.7 / 162.6 / 200.3 / 267.1 -> 145.8 / 166.8 / 200.3 / 270.4: the pass saved is lost
+    # to the score loop's atomics, which still queue on few bins (the scores span about an octave); with a scan over
+    # all 4096 bins where the digit is read (before the group lookup) 6-9 us slower at 8K
+    # (results/indexer10_h200_time_specs_digits3_scan.log, with 1 / 2 / 4 copies). Not taken.
     index_digits: int = 4
     # index_compact: sel2 (four digits) lists each slice's keys at or above the 16-bit prefix it found (their
     # positions and order keys, in position order), and sel3 and emit scan those lists instead of the slice's every
-    # key: every key below that prefix is below the threshold, so the same counts and the same list.
+    # key: every key below that prefix is below the threshold, so the same counts and the same list. H200, one
+    # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer10_h200_time_specs_compact.log): 8K
+    # 133.0 / 147.0 / 166.9 / 198.9 us -> 135.4 / 149.4 / 169.4 / 200.9 (sel2's prefix sum and stores a step, where
+    # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
+    # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
