@@ -11,13 +11,12 @@ import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
-from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS, RADIX_PASSES
+from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
 BINS: tl.constexpr = tl.constexpr(RADIX_BINS)  # a digit's histogram
-RADIX_LAST: tl.constexpr = tl.constexpr(RADIX_PASSES - 1)  # the last digit
 
 
 @triton.jit
