@@ -167,6 +167,16 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
+    # index_cands: sel2 (four digits) lists each slice's keys at the 16-bit prefix it found (their order keys, in
+    # the slice's own region of cand_key) and counts its keys above that prefix; sel3 is passed (no scan, no wait)
+    # and every emit task finds the threshold's last two digits from the row's lists (`stages_select.cand_threshold`:
+    # their histograms, from sel2's (need, prefix)): the same threshold, the same list, one hand-off fewer.
+    # Not yet timed on a GPU.
+    index_cands: bool = False
+    # index_agg: the score loop's digit-0 atomics (index_atomics > 0) with a block's keys at its largest digit and
+    # the one below it counted by one sum and added by one atomic each (`stages_index.count_digit0`): the same
+    # counts. Not yet timed on a GPU.
+    index_agg: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -297,6 +307,11 @@ class Tiles:
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
             raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}: sel2 lists the keys)")
+        if self.index_cands and (self.index_digits != 4 or self.index_compact):
+            raise ValueError(f"index_cands needs index_digits 4 (is {self.index_digits}) and index_compact off (is "
+                             f"{self.index_compact}): sel2 lists its prefix's keys one way")
+        if self.index_agg and not self.index_atomics:
+            raise ValueError("index_agg needs index_atomics > 0 (it aggregates the score loop's digit-0 atomics)")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
