@@ -279,7 +279,7 @@ CAND_LANES: tl.constexpr = tl.constexpr(1024)  # lanes emit reads a row's candid
 
 @triton.jit
 def _cand_chunk(base, c0, c, nc):
-    """Keys [c0, c0 + CW) of every slice's list (lane (slice, c) at base + c0): (order keys as int64, valid)."""
+    """Keys [c0, c0 + cw) of every slice's list (lane (slice, c) at base + c0): (order keys as int64, valid)."""
     valid = c0 + c < nc
     x = tl.load(base + c0, mask=valid, other=0, cache_modifier=".cg")
     return x.to(tl.uint32, bitcast=True).to(tl.int64), valid
@@ -294,30 +294,32 @@ def cand_threshold(kept2_ptr, cand_key_ptr, ncand_ptr, cand_above_ptr, r, s, rle
     prefix p) at kept2[r]; each slice listed its keys at p (ncand[r, slice] of them, in the slice's region of
     cand_key) and counted its keys above p (cand_above[r, slice]). Every key at or above the threshold is above p or
     listed, so digits 2 and 3 come from the lists' histograms (`digit_of`), as sel2 and sel3 would count them over
-    the slices. The lists are read CAND_LANES at a time, CW keys of each slice: the first CW before their counts
-    arrive (masked after), the rest (a slice with more: ties) in further rounds."""
-    CW: tl.constexpr = CAND_LANES // NSL if NSL < CAND_LANES else 1
-    j = tl.arange(0, NSL * CW)
-    sl = j // CW
-    c = j % CW
+    the slices. The lists are read CAND_LANES at a time, cw keys of each of the row's slices that hold keys (cw =
+    CAND_LANES // their count): the first cw before their counts arrive (masked after), the rest (a slice with more:
+    ties) in further rounds."""
+    j = tl.arange(0, CAND_LANES)
     width = ((rlen + NSL - 1) // NSL + IBLK - 1) // IBLK * IBLK  # `slice_of`'s
+    n_sl = tl.maximum(tl.minimum((rlen + width - 1) // width, NSL), 1)  # the slices that hold keys
+    cw = tl.maximum((n_sl * 0 + CAND_LANES) // n_sl, 1)
+    sl = j // cw
+    c = j % cw
     base = cand_key_ptr + r * SCOL + sl * width + c
     x0 = tl.load(base, mask=c < tl.minimum(tl.maximum(rlen - sl * width, 0), width), other=0, cache_modifier=".cg")
     need = tl.load(kept2_ptr + r * 2, cache_modifier=".cg")
     p16 = tl.load(kept2_ptr + r * 2 + 1, cache_modifier=".cg")
     sls = tl.arange(0, NSL)
     above = tl.sum(tl.load(cand_above_ptr + r * NSL + sls, mask=sls < s, other=0, cache_modifier=".cg"), axis=0)
-    nc = tl.load(ncand_ptr + r * NSL + sl, cache_modifier=".cg")
+    nc = tl.load(ncand_ptr + r * NSL + sl, mask=sl < NSL, other=0, cache_modifier=".cg")
     n_end = tl.max(nc, axis=0)  # the longest list
     u0 = x0.to(tl.uint32, bitcast=True).to(tl.int64)
     v0 = c < nc
     h = tl.histogram(((u0 >> 8) & 255).to(tl.int32), BINS, mask=v0)
-    for c0 in range(CW, n_end, CW):
+    for c0 in range(cw, n_end, cw):
         u, v = _cand_chunk(base, c0, c, nc)
         h += tl.histogram(((u >> 8) & 255).to(tl.int32), BINS, mask=v)
     need, p24 = digit_of(h, need, p16)
     h = tl.histogram((u0 & 255).to(tl.int32), BINS, mask=v0 & ((u0 >> 8) == p24))
-    for c0 in range(CW, n_end, CW):
+    for c0 in range(cw, n_end, cw):
         u, v = _cand_chunk(base, c0, c, nc)
         h += tl.histogram((u & 255).to(tl.int32), BINS, mask=v & ((u >> 8) == p24))
     need, thr = digit_of(h, need, p24)
@@ -325,7 +327,7 @@ def cand_threshold(kept2_ptr, cand_key_ptr, ncand_ptr, cand_above_ptr, r, s, rle
     both = tl.sum((v0 & before & (u0 > thr)).to(tl.int32) + (v0 & before & (u0 == thr)).to(tl.int32) * 65536, axis=0)
     above += both & 65535
     at = both >> 16
-    for c0 in range(CW, n_end, CW):
+    for c0 in range(cw, n_end, cw):
         u, v = _cand_chunk(base, c0, c, nc)
         above += tl.sum((v & before & (u > thr)).to(tl.int32), axis=0)
         at += tl.sum((v & before & (u == thr)).to(tl.int32), axis=0)
