@@ -135,7 +135,7 @@ def index_attention(
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr, ISATOM: tl.constexpr,
-        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ILIST: tl.constexpr, IAGG: tl.constexpr,
+        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ILIST: tl.constexpr, SWAP_IQ: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -201,8 +201,8 @@ def index_attention(
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
                          COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
-                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
-                         S_Q_B, COUNT_TASKS, T_B)
+                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False,
+                         SWAP_AB or SWAP_IQ, S_Q_B, COUNT_TASKS, T_B)
     # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
     # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
@@ -229,7 +229,7 @@ def index_attention(
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
-                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IAGG)
+                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8

@@ -198,23 +198,13 @@ def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
 
 
 @triton.jit
-def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr = 8, AGG: tl.constexpr = False):
+def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr = 8):
     """The first radix digit (the top W0 bits of `order_key`) of the scores sc where counted: their histogram
     [BINS] (W0 8); ATOM: one integer atomic a key into the row's histogram at hist_row_ptr instead (returns zeros;
-    any W0). AGG (with ATOM; tiles.index_agg): the block's keys at its largest digit and the one below it (most of
-    a block's keys: a digit spans two octaves of scores) counted by one sum and added by one atomic each, the
-    others a key at a time: the same counts (each < 2^16 a block)."""
+    any W0)."""
     d = (order_key(sc) >> (32 - W0)).to(tl.int32)
     if ATOM:
-        if AGG:
-            top = tl.max(tl.where(counted, d, 0), axis=0)
-            both = tl.sum((counted & (d == top)).to(tl.int32) + (counted & (d == top - 1)).to(tl.int32) * 65536,
-                          axis=0)
-            tl.atomic_add(hist_row_ptr + d, 1, mask=counted & (d < top - 1), sem="relaxed")
-            tl.atomic_add(hist_row_ptr + top, both & 65535, mask=(both & 65535) > 0, sem="relaxed")
-            tl.atomic_add(hist_row_ptr + top - 1, both >> 16, mask=(both >> 16) > 0, sem="relaxed")
-        else:
-            tl.atomic_add(hist_row_ptr + d, 1, mask=counted, sem="relaxed")
+        tl.atomic_add(hist_row_ptr + d, 1, mask=counted, sem="relaxed")
         return tl.zeros((BINS,), dtype=tl.int32)
     else:
         return tl.histogram(d, BINS, mask=counted)
@@ -222,7 +212,7 @@ def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr
 
 @triton.jit
 def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
-               hist_row_ptr=None, ATOM: tl.constexpr = False, W0: tl.constexpr = 8, AGG: tl.constexpr = False):
+               hist_row_ptr=None, ATOM: tl.constexpr = False, W0: tl.constexpr = 8):
     """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
     and the row takes the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h
     [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged; W0:
@@ -230,7 +220,7 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
     sc = block_scores(q, hw, k, ks, SWAP)
     tl.store(scores_ptr + tt, sc, mask=tt < end)
     if is_hist:
-        hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM, W0, AGG)
+        hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
             h += tl.where(tl.arange(0, 16)[:, None] == j, hj[None, :], 0)
     return h
@@ -240,7 +230,7 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
                   r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
                   SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr, HC: tl.constexpr,
-                  W0: tl.constexpr = 8, AGG: tl.constexpr = False):
+                  W0: tl.constexpr = 8):
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
@@ -261,14 +251,14 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
         h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
-                       hist_ptr + r0 * (HC * NB0), ATOM, W0, AGG)
+                       hist_ptr + r0 * (HC * NB0), ATOM, W0)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j, rlen, is_hist, LS, SWAP,
-                           hist_ptr + r * (HC * NB0), ATOM, W0, AGG)
+                           hist_ptr + r * (HC * NB0), ATOM, W0)
         k, ks = k_next, ks_next
     return h
 
@@ -277,7 +267,7 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, AGG: tl.constexpr = False):
+                    W0: tl.constexpr = 8):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -300,7 +290,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         sc = block_scores(q0, hw0, k, ks, SWAP)
         tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
         if HIST:
-            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0, AGG)
+            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
             if not ATOM:
                 h0 += hj
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
@@ -312,7 +302,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, AGG: tl.constexpr = False):
+          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -325,8 +315,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
     copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`).
     AHEAD: the pipelined loop's page ids a step ahead (`score_pipelined`). W0: digit 0's bits (8, or 12 with
-    ATOM: the table's radix_digits). AGG: a block's two largest digits' counts summed before their atomics
-    (`count_digit0`)."""
+    ATOM: the table's radix_digits)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     NB0: tl.constexpr = 1 << W0
     parity = epoch & 1
@@ -355,7 +344,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, AGG)
+                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
@@ -363,11 +352,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                      hist_ptr + (t % HC) * NB0, ATOM, HC, W0, AGG)
+                                      hist_ptr + (t % HC) * NB0, ATOM, HC, W0)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                  hist_ptr + (t % HC) * NB0, ATOM, HC, W0, AGG)
+                                  hist_ptr + (t % HC) * NB0, ATOM, HC, W0)
             if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)
                 if is_hist:
                     for j in range(0, nrows):

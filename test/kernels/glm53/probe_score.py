@@ -36,11 +36,11 @@ IH, ID, PAGE = 32, 128, 64
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
                  HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
-                 AHEAD: tl.constexpr, AGG: tl.constexpr = False, COPIES: tl.constexpr = 1):
+                 AHEAD: tl.constexpr, COPIES: tl.constexpr = 1):
     """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
     next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
     the loads inside the loop, software-pipelined by Triton over PIPE stages. ATOM: into copy pid % COPIES of the
-    histogram (256 bins each); AGG: a block's two largest digits summed first (`stages_index.count_digit0`)."""
+    histogram (256 bins each)."""
     pid = tl.program_id(0)
     hist_ptr += (pid % COPIES) * 256
     heads = tl.arange(0, IH)
@@ -61,11 +61,11 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             tn = tt + IBLK
             k_next, ks_next = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
             page = tl.load(page_table_ptr + (tn + IBLK) // 64, mask=tn + IBLK < s1, other=0)
-            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM, 8, AGG)
+            h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
             k, ks = k_next, ks_next
     else:  # the launch's own loop (its row's histogram at hist_ptr)
         h = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, h,
-                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD, 8, AGG)
+                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD)
     if not ATOM:
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
@@ -78,27 +78,26 @@ VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (Fa
 
 
 def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
-         ahead: bool = False, agg: bool = False, copies: int = 1) -> tuple[dict, dict]:
+         ahead: bool = False, copies: int = 1) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
            "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
     consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom,
-              "AHEAD": ahead, "AGG": agg, "COPIES": copies}
+              "AHEAD": ahead, "COPIES": copies}
     return sig, consts
 
 
 def _variant(text: str) -> tuple:
-    """'H,S,P,A[,AH[,AGG[,COPIES]]]' (0 / 1, 0 / 1, a pipeline depth, 0 / 1[, 0 / 1[, 0 / 1[, copies]]]) -> a
-    VARIANTS tuple, AGG and COPIES appended when given."""
+    """'H,S,P,A[,AH[,COPIES]]' (0 / 1, 0 / 1, a pipeline depth, 0 / 1[, 0 / 1[, copies]]) -> a VARIANTS tuple,
+    COPIES appended when given."""
     try:
         v = [int(x) for x in text.split(",")]
         h, s, p, at = v[:4]
         ahead = v[4] if len(v) >= 5 else 0
-        if len(v) not in (4, 5, 6, 7) or (len(v) == 7 and v[6] < 1):
+        if len(v) not in (4, 5, 6) or (len(v) == 6 and v[5] < 1):
             raise ValueError
     except ValueError:
-        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM[,AHEAD[,AGG[,COPIES]]] (integers, e.g. "
-                         "1,1,3,1,1,1,16)")
-    return (bool(h), bool(s), p, bool(at), bool(ahead), *([bool(v[5])] if len(v) >= 6 else []), *v[6:])
+        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM[,AHEAD[,COPIES]] (integers, e.g. 1,1,3,1,1,16)")
+    return (bool(h), bool(s), p, bool(at), bool(ahead), *v[5:])
 
 
 def sass_report(iblk: int, variants) -> None:
@@ -170,14 +169,14 @@ def main():
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256 * nprog, dtype=torch.int32, device="cuda")
         for h, sw, pipe, atom, ahead, *more in variants:
-            agg, copies = (list(more) + [False, 1][len(more):])[:2]
+            copies = more[0] if more else 1
 
-            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, agg=agg, copies=copies):
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
-                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead, AGG=agg,
+                                       IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead,
                                        COPIES=copies, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
-                    f"AHEAD={ahead} AGG={agg} COPIES={copies}")
+                    f"AHEAD={ahead} COPIES={copies}")
             try:
                 us = graph_time_us(fn)
             except Exception as e:  # a variant that does not build (shared memory, registers) is reported, not fatal
