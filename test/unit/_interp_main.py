@@ -47,7 +47,7 @@ CASES = {
     "w3_index_digits3": (3, torch.bfloat16, "index_digits=3,index_atomics=2"),
     "w3_index_compact": (3, torch.bfloat16, "index_compact=1"),
     "w3_index_cands": (3, torch.bfloat16, "index_cands=1"),
-    "w3_stages_qb": (3, torch.bfloat16, "stages_qb=2"),
+    "w3_swap_iq": (3, torch.bfloat16, "swap_iq=1,bn_b=64,ks_b=4"),
 }
 
 

@@ -135,7 +135,7 @@ def index_attention(
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr, ISATOM: tl.constexpr,
-        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ILIST: tl.constexpr, STAGES_QB: tl.constexpr,
+        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ILIST: tl.constexpr, SWAP_IQ: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -198,11 +198,11 @@ def index_attention(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
-                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES_QB, NPROG, False, SWAP_AB, S_Q_B,
+                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
                          COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
-                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES_QB, NPROG, False,
-                         SWAP_AB, S_Q_B, COUNT_TASKS, T_B)
+                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False,
+                         SWAP_AB or SWAP_IQ, S_Q_B, COUNT_TASKS, T_B)
     # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
     # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,

@@ -74,13 +74,6 @@ class Tiles:
     wuv_sh: int = 8  # attention splits w_uv loads at once ([16, wuv_sh, 128] f32), a power of two
     route_rc: int = 32  # experts one router task ranks ([route_rc, E] comparisons), a power of two
     stages: int = 4
-    # stages_qb: the pipeline depth of the GEMVs in the q_b stage of the kinds with an indexer (q_b and wq_b, 128 KB
-    # tasks at the indexer's tiles); 0: stages. Not yet timed on a GPU. swap_ab for wq_b alone (an fp8 wgmma) was
-    # no faster (H200, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8,
-    # results/indexer11_h200_time_specs_swap_iq.log: 8K 133.4 / 146.8 / 168.4 / 199.3 us -> 133.4 / 147.8 / 166.3 /
-    # 199.4, 128K 144.7 / 163.1 / 198.2 / 267.4 -> 144.8 / 163.6 / 197.3 / 265.8; with wq_b in 64-column tiles too
-    # slower); removed.
-    stages_qb: int = 0
     # indexer kinds: a row's key scan (scores, each radix digit, the counts, the list) is split into
     # max(1, index_slices // rows) slices (rounded down to a power of two), a task each; a task's loop steps over
     # index_block keys (a multiple of 64: whole index-K pages) when scoring, index_scan keys when selecting. wk and
@@ -226,6 +219,15 @@ class Tiles:
     # results/final6_h200_* (99.0 / 106.2 / 127.4 / 159.2 us at 1 / 2 / 4 / 8 rows); with down in 2 parts
     # (dn_parts): results/final7_h200_* (99.8 / 106.7 / 125.7 / 154.9 us).
     swap_moe: bool = True
+    # swap_iq: swap_ab for the indexer's wq_b GEMV only (in q_b's stage). Its output is the index query, rounded to
+    # bf16, rotated and quantized to fp8 a head, which feeds only the scores (the list obeys the exactness rule over
+    # the launch's own scores either way; check_layer's topk.missed measures the set against the oracle's). Alone
+    # no faster (H200, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8,
+    # results/indexer11_h200_time_specs_swap_iq.log: 8K 133.4 / 146.8 / 168.4 / 199.3 us -> 133.4 / 147.8 / 166.3 /
+    # 199.4, 128K 144.7 / 163.1 / 198.2 / 267.4 -> 144.8 / 163.6 / 197.3 / 265.8): the stage waits as long on q_b's
+    # own 128 KB tasks (rows first). A deeper pipeline for both (6 or 8 stages) was no faster either
+    # (results/indexer11_h200_time_specs_stages_qb.log).
+    swap_iq: bool = False
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
