@@ -17,7 +17,7 @@ from sgl_amd_mono.backends.triton import stages_index as index
 from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
-from sgl_amd_mono.backends.triton.sync import count_task, hand_off, idle_place, live_tasks, pass_stages
+from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
 
 
 @triton.jit
@@ -161,9 +161,9 @@ def index_attention(
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
-    T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks (in score's stage, beside its tasks)
+    T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
     T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, before the index keys'
-    T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks (in sel1's stage, beside its tasks)
+    T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
     if TOKENS and TP > 1:
         attn_half.embed(input_ids_ptr, hidden_ptr, peers_ptr, rank, err_ptr, launch_id, epoch, pid, ok, task_count_ptr,
@@ -197,13 +197,15 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    # q_b's stage: the index query's GEMV (wq_b), then the index keys; q_b itself runs beside score (below)
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
+                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
+                         COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
                          pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False,
-                         SWAP_AB or SWAP_IQ, S_Q_B, COUNT_TASKS)
+                         SWAP_AB or SWAP_IQ, S_Q_B, COUNT_TASKS, T_B)
     # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
     # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
-    for r in tl.range((pid - T_IQ % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
+    for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
                       num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
         index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
@@ -211,8 +213,10 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    for u in tl.range(pid, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
-                      NPROG, num_stages=1):  # the index queries (row, head group); absorb itself runs beside sel1
+    attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
+                     task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
+    for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
                           u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
@@ -226,11 +230,6 @@ def index_attention(
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
                 hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
                 IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0)
-    # q_b (the attention's query, needed first by absorb) on the programs score leaves idle
-    first, step = idle_place(index.busy_programs(lens, rpr, R, NSL, IBLK, KTOP, NPROG), pid, T_B, NPROG)
-    attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_SCORE, SKIP_MASK),
-                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB,
-                         S_SCORE, COUNT_TASKS, 0, True, first, step)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
@@ -239,11 +238,6 @@ def index_attention(
                         SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
-    # absorb (the attention's query through w_kc, needed first by attn) on the programs sel1 leaves idle
-    first, step = idle_place(index.busy_programs(lens, 1, R, NSL, IBLK, LS, NPROG), pid, T_AB, NPROG)
-    attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
-                     task_count_ptr, S_SEL1, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS, True,
-                     first, step)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so

@@ -59,15 +59,14 @@ def gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, B
 def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, task_count_ptr, R: tl.constexpr,
                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
                PRELOAD: tl.constexpr, SWAP: tl.constexpr, S: tl.constexpr, COUNT_TASKS: tl.constexpr,
-               T0: tl.constexpr = 0, PLACED: tl.constexpr = False, first=0, step=1):
+               T0: tl.constexpr = 0):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
     PRELOAD: the first task starts from w0 / ws0 (`gemv_first_block`, loaded before the wait); the
     sum is the same: its first block's product, then the rest in order.
     T0: the stage's tasks before this GEMV's (another task group of the same stage): task t is the
-    stage's task T0 + t, run by program (T0 + t) % NPROG. PLACED: this program's tasks are first, first + step, ...
-    (`sync.idle_place`), not by T0.
+    stage's task T0 + t, run by program (T0 + t) % NPROG.
     (A flat pipelined loop over (task, k block) was timed on the H200 too: no faster here, and slower
     for the MoE stages, whose expert id feeds the weight address.)"""
     rows = tl.arange(0, 16)
@@ -92,11 +91,7 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
             tl.store(part_ptr + ((pid % KS) * R + rows[:, None]) * N + offs_n[None, :], acc,
                      mask=rmask[:, None] & (offs_n[None, :] < N))
         start = pid + NPROG
-    stride = NPROG
-    if PLACED:
-        start = first
-        stride = step
-    for t in tl.range(start, n_tasks, stride, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(start, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
         nt = t // KS
         ks = t % KS
@@ -213,21 +208,15 @@ def latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, 
 def absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
            task_count_ptr, S: tl.constexpr, T: tl.constexpr, R: tl.constexpr, H: tl.constexpr, KVL: tl.constexpr,
            NOPE: tl.constexpr, ROPE: tl.constexpr, KS_B: tl.constexpr, NPROG: tl.constexpr,
-           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, PLACED: tl.constexpr = False, first=0, step=1):
+           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (h, ch): qfull = bf16(sum of q_b parts); qcat[:, h, ch chunk] = q_nope @ w_kc[h] (bf16 in, f32
-    acc), and for ch 0 rope(q_pe) of every row into qcat[:, h, KVL:]. PLACED: this program's tasks are first,
-    first + step, ... (`sync.idle_place`)."""
+    acc), and for ch 0 rope(q_pe) of every row into qcat[:, h, KVL:]."""
     QK: tl.constexpr = NOPE + ROPE
     KVD: tl.constexpr = KVL + ROPE
     NCH: tl.constexpr = KVL // 128
     rows = tl.arange(0, 16)
     rmask = rows < R
-    start = pid
-    stride = NPROG
-    if PLACED:
-        start = first
-        stride = step
-    for t in tl.range(start, live_tasks(T, ok, S, SKIP_MASK), stride, num_stages=1):  # tasks: never pipelined
+    for t in tl.range(pid, live_tasks(T, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
         count_task(task_count_ptr, S, COUNT_TASKS)
         h = t // NCH
         ch = t % NCH

@@ -160,28 +160,6 @@ def row_lengths(lengths_ptr, err_ptr, launch_id, pid, is_report, R: tl.constexpr
     return tl.minimum(tl.maximum(n, 0), CAP)
 
 
-PROGS_MAX: tl.constexpr = tl.constexpr(512)  # the most programs a launch's placement vectors cover (`busy_programs`)
-
-
-@triton.jit
-def busy_programs(lens, rpr, R: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, LONG: tl.constexpr,
-                  NPROG: tl.constexpr):
-    """[PROGS_MAX] 1 where program p has a task with keys in the indexer's (request, slice) stages (score's tasks with
-    rpr rows a request; rpr 1: the select's (row, slice) tasks), of the requests with a row past LONG keys; the
-    select's listed rows (the last R programs) counted busy too. For placing other work beside them
-    (`sync.idle_place`): the same vector in every program."""
-    tl.static_assert(NPROG <= PROGS_MAX, "more programs than the placement vectors cover")
-    p = tl.arange(0, PROGS_MAX)
-    rows = tl.arange(0, 16)
-    r0 = (p // NSL) // rpr * rpr
-    n = tl.maximum(tl.minimum(rpr, R - r0), 1)
-    in_req = (rows[None, :] >= r0[:, None]) & (rows[None, :] < (r0 + n)[:, None])
-    blen = tl.max(tl.where(in_req, lens[None, :], 0), axis=1)
-    width = ((blen + n * NSL - 1) // (n * NSL) + IBLK - 1) // IBLK * IBLK
-    has_keys = (p < R * NSL) & (blen > LONG) & ((p - r0 * NSL) * width < blen)
-    return (has_keys | ((p >= NPROG - R) & (p < NPROG))).to(tl.int32)
-
-
 @triton.jit
 def slice_of(n, s, n_slices, IBLK: tl.constexpr):
     """Slice s of n_slices over n keys: [start, end), whole IBLK blocks a slice (the last ones may be empty)."""

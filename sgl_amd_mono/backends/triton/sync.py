@@ -211,22 +211,6 @@ def live_tasks(n_tasks, ok, S: tl.constexpr, SKIP_MASK: tl.constexpr):
 
 
 @triton.jit
-def idle_place(busy, pid, n_tasks, NPROG: tl.constexpr):
-    """(first, step) of this program's tasks of a task group placed beside a stage's other work: busy [P >= NPROG]
-    marks the programs that work has tasks on (the same vector in every program). When the idle ones number at least
-    half the group's tasks, task i runs on the idle program of rank i % their count; else on program
-    NPROG - 1 - i % NPROG. Either way every task runs once; which program runs it changes no result."""
-    q = tl.arange(0, busy.shape[0])
-    idle = (busy == 0) & (q < NPROG)
-    n_idle = tl.sum(idle.to(tl.int32), axis=0)
-    rank = tl.sum((idle & (q < pid)).to(tl.int32), axis=0)
-    mine = tl.sum((idle & (q == pid)).to(tl.int32), axis=0)
-    use_idle = (n_idle * 2 >= n_tasks) & (n_idle > 0)
-    first = tl.where(use_idle, tl.where(mine > 0, rank, n_tasks), NPROG - 1 - pid)
-    return first, tl.where(use_idle, n_idle, NPROG)
-
-
-@triton.jit
 def count_task(count_ptr, S: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """COUNT_TASKS builds (the interpreter's task-count check): one more task ran in stage S."""
     if COUNT_TASKS:

@@ -199,7 +199,7 @@ class Tiles:
     # (results/indexer8_h200_time_specs_ks_w.log), rows 1 / 8: 8K 135.6 / 202.5 us with ks_i's 6, 135.3 / 199.4
     # with 16, 134.8 / 201.3 with 48; 128K 150.4 / 276.6, 146.4 / 275.2, 148.0 / 276.1. 16 taken.
     ks_w: int = 16
-    bn_iq: int = 64
+    bn_iq: int = 128
     ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
@@ -360,10 +360,10 @@ class Tiles:
 # in 6 parts with wk in 6 (Tiles.ks_i): results/indexer7_h200_time_specs.log.
 KIND_TILES: dict[str, dict] = {
     "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
-    "indexer": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
+    "indexer": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
     "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # unread by it: the shared kind's, so every field resolves
-    "dense": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # the indexer's front: its tiles (not timed apart)
-    "tokens": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
+    "dense": {"ks_a": 6, "bn_b": 128, "ks_b": 2},  # the indexer's front: its tiles (not timed apart)
+    "tokens": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
 }
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.

@@ -2,21 +2,20 @@
 and selects its own exact top-k, which the sparse MLA of the same launch reads and the launch publishes for
 the shared layers after it (`topk`).
 
-Its table is the shared kind's attention half with the index work added, and q_b and absorb (whose result only
-attn reads) moved beside the index stages, on the programs those leave idle (`sync.idle_place`):
+Its table is the shared kind's with the index work added to the attention half's stages (`index_stages`):
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
   qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1)
   latent  + split-K parts (ks_w) of weights_proj (bf16, on xn1)
-  q_b     column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
-          tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
-          ue8m0 fp8 quantization), written into the index-K cache at out_loc
-  absorb  (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a head, and those heads' weights
+  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
+            tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
+            ue8m0 fp8 quantization), written into the index-K cache at out_loc
+  absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
+          head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
-          request), and the first radix digit's histogram of the rows that take the sliced select; beside them
-          the shared kind's q_b tasks
+          request), and the first radix digit's histogram of the rows that take the sliced select
   sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
-          one task's select over its scores in registers); beside them the shared kind's absorb tasks
+          one task's select over its scores in registers)
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
           with four digits: `radix_digits`; with three every program passes it)
           (with tiles.index_compact, it also lists the slice's keys at or above the 16-bit prefix it found, in
@@ -152,24 +151,19 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_w,
             reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
             cache_rows=_mla_rows),
-        # q_b's stage holds wq_b and the index keys (the index-K rows: the check scripts' write sets); q_b and absorb
-        # themselves, needed first by attn, run on the programs score and sel1 leave idle (`sync.idle_place`)
-        rep(a["q_b"], tasks=lambda d: cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
-            reads=("qlq", "qls", "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
-            writes=("iq_part", "index_k_cache"), doc="split-K parts of wq_b; then (row) its index key, in the cache"),
-        rep(a["absorb"], tasks=lambda d: d.R * (d.IH // index_query_heads(d)),
-            reads=("iq_part", "iw_part", "cos_sin"), writes=("iq", "head_w"),
-            doc="(row, head group): the index query and its heads' weights"),
-        StageDef("score", lambda d: bound(d) + a["q_b"].tasks(d),
-                 ("iq", "head_w", "index_k_cache", "page_table", "lengths", "rows_per_req", *a["q_b"].reads),
-                 ("scores", "hist0", *a["q_b"].writes), is_bound=True,
-                 doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram; "
-                     "beside them q_b's split-K parts"),
-        StageDef("sel1", lambda d: d.R * d.NSL + d.R + a["absorb"].tasks(d),
-                 ("scores", "lengths", "page_table", "hist0", *a["absorb"].reads), ("hist1", "kept1", "topk",
-                                                                                    *a["absorb"].writes),
+        # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
+            reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
+            writes=("qb_part", "iq_part", "index_k_cache")),
+        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
+            reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
+        StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
+                                                       "rows_per_req"), ("scores", "hist0"), is_bound=True,
+                 doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
+        StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"),
+                 ("hist1", "kept1", "topk"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
-                                    "of the others: the whole list; beside them absorb"),
+                                    "of the others: the whole list"),
         StageDef("sel2", lambda d: (bound(d) + (d.R if d.tiles.index_cands else 0)) if len(radix_digits(d)) == 4
                  else 0, ("scores", "lengths", "kept1", "hist1"),
                  ("hist2", "kept2", "cand_pos", "cand_key", "ncand", "cand_above", "topk"), is_bound=True,
