@@ -46,8 +46,6 @@ CASES = {
     "w3_index_sel_atomics_one": (3, torch.bfloat16, "index_sel_atomics=1,index_atomics=0"),
     "w3_index_digits3": (3, torch.bfloat16, "index_digits=3,index_atomics=2"),
     "w3_index_compact": (3, torch.bfloat16, "index_compact=1"),
-    "w3_index_cands": (3, torch.bfloat16, "index_cands=1"),
-    "w3_swap_iq": (3, torch.bfloat16, "swap_iq=1,bn_b=64,ks_b=4"),
 }
 
 

@@ -128,14 +128,14 @@ def index_attention(
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
         hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
-        cand_key_ptr, ncand_ptr, cand_above_ptr, wuv_cnt_ptr,
+        cand_key_ptr, ncand_ptr, wuv_cnt_ptr,
         oproj_cnt_ptr, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps,
         softmax_scale, k_norm_eps, R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr,
         ROPE: tl.constexpr, NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr,
         NSPLIT: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr, ISATOM: tl.constexpr,
-        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ILIST: tl.constexpr, SWAP_IQ: tl.constexpr,
+        IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ICOMPACT: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -201,8 +201,8 @@ def index_attention(
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
                          COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
-                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False,
-                         SWAP_AB or SWAP_IQ, S_Q_B, COUNT_TASKS, T_B)
+                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
+                         S_Q_B, COUNT_TASKS, T_B)
     # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
     # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
@@ -243,33 +243,27 @@ def index_attention(
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
-        if IW0 + IW1 == 16:  # four digits: the third in sel2, then the last (ILIST 2: both in emit, sel3 passed)
+        if IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                1 if ILIST == 1 else 3 if ILIST == 2 else 0, cand_above_ptr)
+                                ICOMPACT * 1)
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            if ILIST == 2:
-                index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)  # for a launch that counts it
-                pass_stages(sync_ptr, trace_ptr, S_SEL3, S_SEL3, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-            else:
-                select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,
-                                    epoch, pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN,
-                                    LS, NPROG, SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr,
-                                    ncand_ptr, 2 if ILIST == 1 else 0)
+            select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
+                                pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                                SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                ICOMPACT * 2)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
                                 NPROG, SKIP_MASK, COUNT_TASKS, IHC1)
-        if ILIST != 2:
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
                     epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ILIST == 1, ILIST == 2, kept2_ptr,
-                    cand_above_ptr)
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

@@ -28,9 +28,8 @@ def constexprs(d: LayerDims) -> dict:
     when counted in registers: the table's hist0_copies), IAHEAD the pipelined score loop's page ids a step ahead
     (tiles.index_ahead), ISATOM sel1 / sel2 counting a key at a time (tiles.index_sel_atomics) into IHC1 copies of
     digit 1's histogram (the table's hist1_copies), IW0 / IW1 the radix digits 0 and 1's bits (the table's
-    radix_digits: 8 / 8 of four digits, 12 / 12 of three), ILIST what sel2 lists (0: nothing; 1: the keys at or
-    above its prefix, in order, for sel3 and emit: tiles.index_compact; 2: the keys at its prefix, for emit's
-    threshold, sel3 passed: tiles.index_cands), SWAP_IQ wq_b's GEMV products swapped (tiles.swap_iq), IQG heads an index-query task covers) and tiles (KS_I: wk's
+    radix_digits: 8 / 8 of four digits, 12 / 12 of three), ICOMPACT sel2 listing the keys at or above its prefix for
+    sel3 and emit (tiles.index_compact), IQG heads an index-query task covers) and tiles (KS_I: wk's
     parts, KS_W: weights_proj's;
     BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
@@ -39,8 +38,8 @@ def constexprs(d: LayerDims) -> dict:
             "ISWAP": t.index_swap, "IPIPE": t.index_pipe, "IATOM": t.index_atomics,
             "IHC": indexer_kind.hist0_copies(d),
             "IAHEAD": int(t.index_ahead), "ISATOM": int(t.index_sel_atomics), "IHC1": indexer_kind.hist1_copies(d),
-            "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1], "ILIST":
-            1 if t.index_compact else 2 if t.index_cands else 0, "SWAP_IQ": int(t.swap_iq),
+            "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1], "ICOMPACT":
+            int(t.index_compact),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
             "KS_IQ": t.ks_iq}
 
@@ -68,7 +67,7 @@ def indexer_layer_kernel(
     res1_ptr, xq1_ptr, xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr,
     vpart_ptr, vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr,
     scores_ptr, hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
-    cand_key_ptr, ncand_ptr, cand_above_ptr,
+    cand_key_ptr, ncand_ptr,
     xn2_ptr, xq2_ptr, xs2_ptr, lg_part_ptr, rw_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, dn_part_ptr,
     # sync: [epoch | arrivals | the last-arrival counts], the error word, trace stamps, task counts; the TP group's
     # peer buffers (TP > 1)
@@ -82,7 +81,7 @@ def indexer_layer_kernel(
     PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr,
     LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
     IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
-    ILIST: tl.constexpr, SWAP_IQ: tl.constexpr,
+    ICOMPACT: tl.constexpr,
     IQG: tl.constexpr, KS_I: tl.constexpr,
     KS_W: tl.constexpr,
     BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
@@ -122,10 +121,10 @@ def indexer_layer_kernel(
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
         hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
-        cand_key_ptr, ncand_ptr, cand_above_ptr,
+        cand_key_ptr, ncand_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ILIST, SWAP_IQ, IQG, KS_I,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IQG, KS_I,
         KS_W, BN_IQ,
         KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
         SKIP_MASK, TRACE,

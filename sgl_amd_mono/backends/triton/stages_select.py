@@ -114,7 +114,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
-                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, cand_above_ptr=None):
+                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -127,10 +127,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     -1 (emit writes over it). LIST (tiles.index_compact): 1, the slice's keys at or above the prefix found here
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
     count at ncand[t]; 2, the scan reads that list instead of the slice's scores (a key below that prefix is below
-    every later one, so the same counts); 3 (tiles.index_cands, in sel2), no histogram: the slice's keys at the
-    prefix found here listed (their order keys, in its own region of cand_key, their count at ncand[t]), its keys
-    above that prefix counted at cand_above[t], and each sliced row's list filled with -1 as the last digit's stage
-    does (emit finds the last two digits from the lists: `cand_threshold`).
+    every later one, so the same counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -138,8 +135,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     LAST: tl.constexpr = HI + W == 32
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
-    ATOMS: tl.constexpr = SATOM and not LAST and LIST != 3
-    FILL: tl.constexpr = LAST or LIST == 3  # this stage fills the sliced rows' lists with -1
+    ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
@@ -171,16 +167,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
                 # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
                 do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
-                if LIST == 3:  # the keys at the prefix listed, those above it counted (each < 2^16 a block)
-                    do_hist = False
-                    both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
-                    above += both & 65535
-                    if (both >> 16) > 0:
-                        at = tl.cumsum(hit.to(tl.int32), axis=0)
-                        tl.store(cand_key_ptr + r * SCOL + s0 + listed + at - 1, u.to(tl.int32, bitcast=True),
-                                 mask=hit)
-                        listed += both >> 16
-                elif ATOMS:
+                if ATOMS:
                     tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
                 elif HI > WP:  # past digit 1
                     if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
@@ -199,16 +186,14 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                     tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep)
                     listed += tl.max(at, axis=0)
                 x = x_next
-            if not ATOMS and LIST != 3:
+            if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
-            if LIST == 1 or LIST == 3:
+            if LIST == 1:
                 tl.store(ncand_ptr + t, listed)
-            if LIST == 3:
-                tl.store(cand_above_ptr + t, above)
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
-    if FILL:
+    if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
         for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
             if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
@@ -274,66 +259,6 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
                 select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
 
 
-CAND_LANES: tl.constexpr = tl.constexpr(1024)  # lanes emit reads a row's candidate lists in (slices x keys a slice)
-
-
-@triton.jit
-def _cand_chunk(base, c0, c, nc):
-    """Keys [c0, c0 + cw) of every slice's list (lane (slice, c) at base + c0): (order keys as int64, valid)."""
-    valid = c0 + c < nc
-    x = tl.load(base + c0, mask=valid, other=0, cache_modifier=".cg")
-    return x.to(tl.uint32, bitcast=True).to(tl.int64), valid
-
-
-@triton.jit
-def cand_threshold(kept2_ptr, cand_key_ptr, ncand_ptr, cand_above_ptr, r, s, rlen, NSL: tl.constexpr, IBLK: tl.constexpr,
-                   SCOL: tl.constexpr):
-    """Row r's threshold from sel2's lists (tiles.index_cands): (need, thr, above, at) as `found_prefix` after the
-    last digit and emit's counts would give them: thr the KTOP-th largest key, need how many keys equal to it the
-    list takes, above / at the keys above it / equal to it in the slices before s. sel2 kept (need, the 16-bit
-    prefix p) at kept2[r]; each slice listed its keys at p (ncand[r, slice] of them, in the slice's region of
-    cand_key) and counted its keys above p (cand_above[r, slice]). Every key at or above the threshold is above p or
-    listed, so digits 2 and 3 come from the lists' histograms (`digit_of`), as sel2 and sel3 would count them over
-    the slices. The lists are read CAND_LANES at a time, cw keys of each of the row's slices that hold keys (cw =
-    CAND_LANES // their count): the first cw before their counts arrive (masked after), the rest (a slice with more:
-    ties) in further rounds."""
-    j = tl.arange(0, CAND_LANES)
-    width = ((rlen + NSL - 1) // NSL + IBLK - 1) // IBLK * IBLK  # `slice_of`'s
-    n_sl = tl.maximum(tl.minimum((rlen + width - 1) // width, NSL), 1)  # the slices that hold keys
-    cw = tl.maximum((n_sl * 0 + CAND_LANES) // n_sl, 1)
-    sl = j // cw
-    c = j % cw
-    base = cand_key_ptr + r * SCOL + sl * width + c
-    x0 = tl.load(base, mask=c < tl.minimum(tl.maximum(rlen - sl * width, 0), width), other=0, cache_modifier=".cg")
-    need = tl.load(kept2_ptr + r * 2, cache_modifier=".cg")
-    p16 = tl.load(kept2_ptr + r * 2 + 1, cache_modifier=".cg")
-    sls = tl.arange(0, NSL)
-    above = tl.sum(tl.load(cand_above_ptr + r * NSL + sls, mask=sls < s, other=0, cache_modifier=".cg"), axis=0)
-    nc = tl.load(ncand_ptr + r * NSL + sl, mask=sl < NSL, other=0, cache_modifier=".cg")
-    n_end = tl.max(nc, axis=0)  # the longest list
-    u0 = x0.to(tl.uint32, bitcast=True).to(tl.int64)
-    v0 = c < nc
-    h = tl.histogram(((u0 >> 8) & 255).to(tl.int32), BINS, mask=v0)
-    for c0 in range(cw, n_end, cw):
-        u, v = _cand_chunk(base, c0, c, nc)
-        h += tl.histogram(((u >> 8) & 255).to(tl.int32), BINS, mask=v)
-    need, p24 = digit_of(h, need, p16)
-    h = tl.histogram((u0 & 255).to(tl.int32), BINS, mask=v0 & ((u0 >> 8) == p24))
-    for c0 in range(cw, n_end, cw):
-        u, v = _cand_chunk(base, c0, c, nc)
-        h += tl.histogram((u & 255).to(tl.int32), BINS, mask=v & ((u >> 8) == p24))
-    need, thr = digit_of(h, need, p24)
-    before = sl < s
-    both = tl.sum((v0 & before & (u0 > thr)).to(tl.int32) + (v0 & before & (u0 == thr)).to(tl.int32) * 65536, axis=0)
-    above += both & 65535
-    at = both >> 16
-    for c0 in range(cw, n_end, cw):
-        u, v = _cand_chunk(base, c0, c, nc)
-        above += tl.sum((v & before & (u > thr)).to(tl.int32), axis=0)
-        at += tl.sum((v & before & (u == thr)).to(tl.int32), axis=0)
-    return need, thr, above, at
-
-
 @triton.jit
 def _max_pair(a0, a1, b0, b1):
     """tl.reduce's combine of two values at once: each one's max."""
@@ -345,7 +270,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, CANDS: tl.constexpr = False, kept2_ptr=None, cand_above_ptr=None):
+         ncand_ptr=None, LIST: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -354,8 +279,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
-    its scores. CANDS (tiles.index_cands): the threshold and the earlier slices' counts from sel2's lists of the
-    keys at its 16-bit prefix (`cand_threshold`; no sel3 ran)."""
+    its scores."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
@@ -380,18 +304,13 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             x = load_step(src, s0 + blk, s1, LIST)
             if LIST:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-            if CANDS:
-                need, thr, n_above, n_at = cand_threshold(kept2_ptr, cand_key_ptr, ncand_ptr, cand_above_ptr, r, s,
-                                                          rlen, NSL, IBLK, SCOL)
-            else:
-                need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
-                d = (thr & 255).to(tl.int32)
-                before = sls < s
-                at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0,
-                                      cache_modifier=".cg")
-                n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
-                                         cache_modifier=".cg"), axis=0)
-                n_at = tl.sum(at_or_above, axis=0) - n_above
+            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 valid = tt < s1

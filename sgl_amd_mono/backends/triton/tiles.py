@@ -127,12 +127,12 @@ class Tiles:
     # 8K 147.0 / 179.9 / 214.3 (2048: 8K 157.0 at 1 row): not taken.
     # 16 copies with index_sel_atomics (above; digit 1's histogram takes as many): results/indexer9_h200_time_specs.log.
     # The loop alone (results/indexer11_h200_probe_score_copies.log, 256-key blocks over 3 stages, page ids ahead): 8192
-    # keys a program 47.6 us counting nothing, 49.2 with a copy a program (the launch at 8 rows: a task a copy), 56.4
-    # with 16 copies (8 programs a copy); 1024 keys 7.6, 7.5, 9.8. A block's two largest digits summed first and
-    # added by one atomic each (the rest a key at a time) was slower: 67.4 / 67.5 us at 8192 keys, and in the launch
-    # (results/indexer11_h200_time_specs_cands_agg.log, rows 1 / 8) 8K 132.9 / 199.6 -> 133.1 / 202.6, 128K 145.7 /
-    # 266.8 -> 147.6 / 287.4: removed. Deeper pipelines or 128-key blocks are no faster for the loop alone
-    # (results/indexer11_h200_probe_score_pipe.log): it streams at about 3.0 TB/s.
+    # keys a program 47.6 us counting nothing, 49.2 with a copy a program (as the launch at 8 rows: a task a copy),
+    # 56.4 with 16 copies (8 programs a copy); 1024 keys 7.6, 7.5, 9.8. Summing a block's keys at its two largest
+    # digits first (one atomic each, the rest a key at a time) was slower: 67.4 / 67.5 us at 8192 keys, and in the
+    # launch (results/indexer11_h200_time_specs_cands_agg.log, one process, rows 1 / 8) 8K 132.9 / 199.6 -> 133.1 /
+    # 202.6 us, 128K 145.7 / 266.8 -> 147.6 / 287.4: removed. Deeper pipelines or 128-key blocks are no faster for the
+    # loop alone (results/indexer11_h200_probe_score_pipe.log): it streams at about 3.0 TB/s, counting or not.
     index_atomics: int = 16
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
@@ -174,16 +174,13 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
-    # index_cands: sel2 (four digits) lists each slice's keys at the 16-bit prefix it found (their order keys, in
-    # the slice's own region of cand_key) and counts its keys above that prefix; sel3 is passed (no scan, no wait)
-    # and every emit task finds the threshold's last two digits from the row's lists (`stages_select.cand_threshold`:
-    # their histograms, from sel2's (need, prefix)): the same threshold, the same list, one hand-off fewer. H200,
-    # one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer11_h200_time_specs_cands.log):
-    # 8K 134.5 / 148.5 / 168.2 / 200.4 us -> 140.4 / 152.3 / 172.1 / 203.4, 128K 147.1 / 165.5 / 202.2 / 267.5 ->
-    # 151.6 / 171.6 / 204.9 / 273.4: slower everywhere. Traced at 8K (results/indexer11_h200_trace_cands.log): sel3's
-    # 4.6 us span gone, sel2 0.5-1 us longer, emit 13.3 us against 5.1-5.6 (the lists' three passes, each a round
-    # trip to L2 per round of 1024 keys). Not taken (its interpreter checks pass).
-    index_cands: bool = False
+    # Also built, checked under the interpreter (the same bits; tied caches over several read rounds) and removed: sel2
+    # listing each slice's keys at its 16-bit prefix, sel3 passed, and every emit task finding the threshold's last two
+    # digits from the row's lists (one hand-off fewer; commit c6e57e3). H200, one process, TP8, a decode row a request,
+    # rows 1 / 2 / 4 / 8 (results/indexer11_h200_time_specs_cands.log): 8K 134.5 / 148.5 / 168.2 / 200.4 us -> 140.4 /
+    # 152.3 / 172.1 / 203.4, 128K 147.1 / 165.5 / 202.2 / 267.5 -> 151.6 / 171.6 / 204.9 / 273.4. Traced at 8K
+    # (results/indexer11_h200_trace_cands.log): sel3's 4.6 us span gone, sel2 0.5-1 us longer, emit 13.3 us against
+    # 5.1-5.6 (three passes over the lists, each a round trip to L2 a round of 1024 keys).
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -219,15 +216,12 @@ class Tiles:
     # results/final6_h200_* (99.0 / 106.2 / 127.4 / 159.2 us at 1 / 2 / 4 / 8 rows); with down in 2 parts
     # (dn_parts): results/final7_h200_* (99.8 / 106.7 / 125.7 / 154.9 us).
     swap_moe: bool = True
-    # swap_iq: swap_ab for the indexer's wq_b GEMV only (in q_b's stage). Its output is the index query, rounded to
-    # bf16, rotated and quantized to fp8 a head, which feeds only the scores (the list obeys the exactness rule over
-    # the launch's own scores either way; check_layer's topk.missed measures the set against the oracle's). Alone
-    # no faster (H200, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8,
-    # results/indexer11_h200_time_specs_swap_iq.log: 8K 133.4 / 146.8 / 168.4 / 199.3 us -> 133.4 / 147.8 / 166.3 /
-    # 199.4, 128K 144.7 / 163.1 / 198.2 / 267.4 -> 144.8 / 163.6 / 197.3 / 265.8): the stage waits as long on q_b's
-    # own 128 KB tasks (rows first). A deeper pipeline for both (6 or 8 stages) was no faster either
+    # Not taken for the indexer's q_b stage (H200, one process each, TP8, a decode row a request, rows 1 / 2 / 4 / 8):
+    # wq_b's GEMV swapped alone (an fp8 wgmma; results/indexer11_h200_time_specs_swap_iq.log) 8K 133.4 / 146.8 / 168.4 /
+    # 199.3 us -> 133.4 / 147.8 / 166.3 / 199.4, 128K 144.7 / 163.1 / 198.2 / 267.4 -> 144.8 / 163.6 / 197.3 / 265.8;
+    # with q_b in the shared kind's 32 KB tasks beside it, slower (results/indexer11_h200_time_specs_swap_iq_qb.log:
+    # 8K 134.3 -> 136.4 at 1 row, 128K 270.3 -> 272.4 at 8); the stage's GEMVs 6 or 8 stages deep, no faster
     # (results/indexer11_h200_time_specs_stages_qb.log).
-    swap_iq: bool = False
     # preload: qkv_a's and q_b's first weight block loaded before the wait for their inputs (measured when
     # o_proj's was too, before o_proj's last arrivers). H200, TP8 8K
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
@@ -323,9 +317,6 @@ class Tiles:
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
             raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}: sel2 lists the keys)")
-        if self.index_cands and (self.index_digits != 4 or self.index_compact):
-            raise ValueError(f"index_cands needs index_digits 4 (is {self.index_digits}) and index_compact off (is "
-                             f"{self.index_compact}): sel2 lists its prefix's keys one way")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
@@ -358,6 +349,10 @@ class Tiles:
 # tasks. H200, TP8 8K, a decode row a request, one process (results/indexer3_h200_time_specs.log): 147.8 / 218.8
 # us at 1 / 8 rows against 152.5 / 225.4 (with qkv_a in 4 parts, then weights_proj's tasks in qkv_a too); qkv_a
 # in 6 parts with wk in 6 (Tiles.ks_i): results/indexer7_h200_time_specs.log.
+# q_b and absorb (read first by attn) moved beside score and sel1, on the programs those leave idle, with wq_b alone in
+# q_b's stage in 64 KB tasks (commit 0b689f6, reverted): slower at every point, ab_trees in one run
+# (results/indexer11_h200_ab_defer_qb_absorb.log): 8K 132.8-133.0 -> 141.9-142.4 us at 1 row, 199.3-199.5 -> 214.5-214.6
+# at 8; 128K 143.9-145.0 -> 150.2-150.9, 267.2-267.8 -> 283.6-283.7 (its checks passed; not traced).
 KIND_TILES: dict[str, dict] = {
     "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
     "indexer": {"ks_a": 6, "bn_b": 128, "ks_b": 2},

@@ -19,9 +19,7 @@ Its table is the shared kind's with the index work added to the attention half's
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
           with four digits: `radix_digits`; with three every program passes it)
           (with tiles.index_compact, it also lists the slice's keys at or above the 16-bit prefix it found, in
-          position order: cand_pos / cand_key, their count ncand; sel3 and emit then scan those, not the slice;
-          with tiles.index_cands, instead of the histogram it lists the slice's keys at that prefix (cand_key,
-          ncand) and counts those above it, sel3 is passed, and emit finds the last two digits from the lists)
+          position order: cand_pos / cand_key, their count ncand; sel3 and emit then scan those, not the slice)
   sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
@@ -120,19 +118,12 @@ INDEX_SCRATCH = (
     B("cand_pos", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
       "with index_compact: a slice's keys at or above sel2's 16-bit prefix, their positions in order from the slice's "
       "start (sel2), which sel3 and emit scan instead of the slice"),
-    B("cand_key", lambda d: (d.R, d.PMAX * INDEX_PAGE if lists_keys(d) else 1), "i32",
-      "with index_compact: those keys' order keys (the uint32 bits), beside cand_pos; with index_cands: a slice's "
-      "keys at sel2's 16-bit prefix (order keys, from the slice's start), from which emit finds the threshold"),
-    B("ncand", lambda d: (d.R, d.NSL), "i32", "with index_compact or index_cands: the keys of each slice's list"),
-    B("cand_above", lambda d: (d.R, d.NSL), "i32", "with index_cands: a slice's keys above sel2's 16-bit prefix"),
+    B("cand_key", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
+      "with index_compact: those keys' order keys (the uint32 bits), beside cand_pos"),
+    B("ncand", lambda d: (d.R, d.NSL), "i32", "with index_compact: the keys of each slice's list in cand_pos"),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
-
-
-def lists_keys(d) -> bool:
-    """Whether sel2 lists keys into cand_key (tiles.index_compact or index_cands)."""
-    return bool(d.tiles.index_compact or d.tiles.index_cands)
 
 
 def _mla_rows(d, t: int) -> tuple[int, ...]:
@@ -164,20 +155,17 @@ def _stages() -> tuple[StageDef, ...]:
                  ("hist1", "kept1", "topk"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: (bound(d) + (d.R if d.tiles.index_cands else 0)) if len(radix_digits(d)) == 4
-                 else 0, ("scores", "lengths", "kept1", "hist1"),
-                 ("hist2", "kept2", "cand_pos", "cand_key", "ncand", "cand_above", "topk"), is_bound=True,
+        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1"),
+                 ("hist2", "kept2", "cand_pos", "cand_key", "ncand"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three, passed); with index_compact, the slice's keys at or above the 16-bit prefix listed; "
-                     "with index_cands, no histogram: the keys at that prefix listed, those above it counted, then "
-                     "(row) each sliced row's list filled with -1"),
-        StageDef("sel3", lambda d: 0 if d.tiles.index_cands else d.R * d.NSL + d.R,
-                 ("scores", "lengths", "kept1", "hist1", "kept2", "hist2", "cand_key", "ncand"),
+                     "with three, passed); with index_compact, the slice's keys at or above the 16-bit prefix listed"),
+        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
+                                                      "cand_key", "ncand"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
                      "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
-        StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept2", "kept3", "hist3", "cand_pos",
-                                 "cand_key", "ncand", "cand_above"), ("topk",),
+        StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3", "cand_pos", "cand_key",
+                                 "ncand"), ("topk",),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
                                     "slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
