@@ -136,6 +136,7 @@ def index_attention(
         IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, ISWAP: tl.constexpr,
         IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr, IAHEAD: tl.constexpr, ISATOM: tl.constexpr,
         IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr, ICOMPACT: tl.constexpr,
+        IUNVEC: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr, KS_W: tl.constexpr, BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
         BN_A: tl.constexpr,
         KS_A: tl.constexpr, BN_B: tl.constexpr, KS_B: tl.constexpr, BN_O: tl.constexpr, KS_O: tl.constexpr,
@@ -235,7 +236,8 @@ def index_attention(
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
     select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                        SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM)
+                        SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM,
+                        UNVEC=IUNVEC)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
@@ -247,23 +249,23 @@ def index_attention(
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                ICOMPACT * 1)
+                                ICOMPACT * 1, IUNVEC)
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                ICOMPACT * 2)
+                                ICOMPACT * 2, IUNVEC)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                                NPROG, SKIP_MASK, COUNT_TASKS, IHC1)
+                                NPROG, SKIP_MASK, COUNT_TASKS, IHC1, UNVEC=IUNVEC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
                     epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT)
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT, IUNVEC)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

@@ -174,6 +174,11 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
+    # index_unvec: the select's scan steps (sel1-sel3, emit) one key a lane (`stages_select.scan_lanes`), so no step
+    # converts layouts through shared memory. sm_90 AOT on a CPU, Triton 3.8 (test/kernels/glm53/sass_select.py,
+    # results/indexer11_select_sass_cpu.txt), the 8-row build's scan step loops: sel1's barriers 4 -> 0, emit's 13 ->
+    # 7 (its layout conversions 4 -> 1), sel3's 5 either way. Not yet timed on a GPU.
+    index_unvec: bool = False
     # Also built, checked under the interpreter (the same bits; tied caches over several read rounds) and removed: sel2
     # listing each slice's keys at its 16-bit prefix, sel3 passed, and every emit task finding the threshold's last two
     # digits from the row's lists (one hand-off fewer; commit c6e57e3). H200, one process, TP8, a decode row a request,
