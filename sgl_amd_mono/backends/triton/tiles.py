@@ -132,7 +132,10 @@ class Tiles:
     # digits first (one atomic each, the rest a key at a time) was slower: 67.4 / 67.5 us at 8192 keys, and in the
     # launch (results/indexer11_h200_time_specs_cands_agg.log, one process, rows 1 / 8) 8K 132.9 / 199.6 -> 133.1 /
     # 202.6 us, 128K 145.7 / 266.8 -> 147.6 / 287.4: removed. Deeper pipelines or 128-key blocks are no faster for the
-    # loop alone (results/indexer11_h200_probe_score_pipe.log): it streams at about 3.0 TB/s, counting or not.
+    # loop alone (results/indexer11_h200_probe_score_pipe.log): it streams at about 3.0 TB/s, counting or not. 32 copies
+    # in the launch, no faster (results/indexer11_h200_time_specs_stages_qb.log, one process, rows 1 / 2 / 4 / 8): 8K
+    # 132.8 / 147.3 / 167.3 / 198.5 us -> 134.7 / 146.9 / 167.7 / 199.2, 128K 145.4 / 163.6 / 201.0 / 266.3 -> 145.4 /
+    # 165.0 / 198.4 / 266.8.
     index_atomics: int = 16
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
