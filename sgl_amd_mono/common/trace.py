@@ -14,34 +14,45 @@ def stage_table(stamps, names) -> list[dict]:
     start: the last program out of the previous wait (the stage cannot be done before);
     work: the last arrival minus start (the slowest program's tasks plus its late start);
     sync: the last program out of this stage's wait minus the last arrival (the hand-off itself);
-    span: work + sync, the stage's share of the launch (spans sum to the launch's length).
+    span: work + sync, the stage's share of the launch (spans sum to the launch's length);
+    own: the median over programs of each one's own time in the stage (its arrival minus its own exit from the
+    previous wait; the lower middle of an even count), so a work far above it is one late program's;
+    last: the program that arrived last.
     A stage no program stamped in this launch (a stage the build passes without its work, e.g. a cross-rank sum
-    at one rank) has start, work, sync and span None, and the next stage starts where it would have.
+    at one rank) has every field but its name None, and the next stage starts where it would have.
     """
     n = len(names)
     if tuple(stamps.shape[1:]) != (2 * n,):
         raise ValueError(f"stamps are {tuple(stamps.shape)}, expected [programs, {2 * n}] for {n} stages")
     t = stamps.double()
     t0 = t[:, 2 * n - 1].min()
-    rows, prev = [], t[:, 2 * n - 1].max()
+    rows, prev, prev_own = [], t[:, 2 * n - 1].max(), t[:, 2 * n - 1]
     for s, name in enumerate(names):
         done = t[:, 2 * s].max()
         if done <= 0 or done < t0:  # never stamped (zeros): not a stage of this launch
-            rows.append({"stage": name, "start": None, "work": None, "sync": None, "span": None})
+            rows.append({"stage": name, "start": None, "work": None, "sync": None, "span": None, "own": None,
+                         "last": None})
             continue
         out = t[:, 2 * s + 1].max() if s < n - 1 else done
         rows.append({"stage": name, "start": float(prev - t0) / 1e3, "work": float(done - prev) / 1e3,
-                     "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3})
-        prev = out
+                     "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3,
+                     "own": float((t[:, 2 * s] - prev_own).median()) / 1e3, "last": int(t[:, 2 * s].argmax())})
+        prev, prev_own = out, t[:, 2 * s + 1]
     return rows
 
 
 def format_table(rows) -> str:
-    lines = ["| stage | start us | work us | sync us | span us |", "|---|---|---|---|---|"]
+    """`stage_table`'s rows as a markdown table (rows without own / last, from before those fields: without them)."""
+    lines = ["| stage | start us | work us | sync us | span us | own us | last |", "|---|---|---|---|---|---|---|"]
     rows_run = [r for r in rows if r["span"] is not None]
-    lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |"
-              if r["span"] is not None else f"| {r['stage']} | not stamped | | | |" for r in rows]
+
+    def extra(r):
+        own, last = r.get("own"), r.get("last")
+        return f" {own:.1f} | {last} |" if own is not None else " | |"
+
+    lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |{extra(r)}"
+              if r["span"] is not None else f"| {r['stage']} | not stamped | | | | | |" for r in rows]
     total = sum(r["span"] for r in rows_run)
     lines.append(f"| total | | {sum(r['work'] for r in rows_run):.1f} | {sum(r['sync'] for r in rows_run):.1f} | "
-                 f"{total:.1f} |")
+                 f"{total:.1f} | | |")
     return "\n".join(lines)

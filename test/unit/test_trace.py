@@ -24,6 +24,17 @@ def test_stage_table_values():
     assert "| total |" in trace.format_table(rows)
 
 
+def test_stage_table_own_time_and_last_program():
+    """own: the median of each program's arrival minus its own exit from the previous wait (lower middle of 2);
+    last: the latest arrival. b's work (2.8 us from the last exit of a's wait) is one program's: own 1.8 us
+    (program 1 left a's wait at 2.2 us and arrived at 4.0; program 0 left at 2.0 and arrived last, at 5.0)."""
+    rows = {r["stage"]: r for r in trace.stage_table(_stamps(), ["a", "b", "c"])}
+    assert (rows["a"]["own"], rows["a"]["last"]) == (pytest.approx(1.0), 1)
+    assert (rows["b"]["own"], rows["b"]["last"]) == (pytest.approx(1.8), 0)
+    assert (rows["c"]["own"], rows["c"]["last"]) == (pytest.approx(0.5), 1)
+    assert "| b | 2.2 | 2.8 | 1.5 | 4.3 | 1.8 | 0 |" in trace.format_table(list(rows.values()))
+
+
 def test_stage_table_refuses_wrong_shape():
     with pytest.raises(ValueError, match="expected \\[programs, 8\\] for 4 stages"):
         trace.stage_table(_stamps(), ["a", "b", "c", "d"])
@@ -41,3 +52,5 @@ def test_stage_never_stamped_is_reported_not_counted():
     assert sum(r["span"] for r in rows if r["span"] is not None) == pytest.approx((8000 - 100) / 1e3)
     text = trace.format_table(rows)
     assert "| b2 | not stamped |" in text and "| total | | 5.7 | 2.2 | 7.9 |" in text
+    assert got["b2"]["own"] is None and got["b2"]["last"] is None
+    assert got["b"]["own"] == pytest.approx(1.8)  # each program's own exit from a's wait (b2 has none)
