@@ -101,27 +101,12 @@ def _variant(text: str) -> tuple:
 
 
 def sass_report(iblk: int, variants) -> None:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     import sass_mix
 
     for hist, swap, pipe, atom, ahead, *more in variants:
         sig, consts = _sig(hist, iblk, 4096, swap, pipe, atom, ahead, *more)
-        full = dict(sig, **{k: "constexpr" for k in consts})
-        attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(full.items())
-                 if t.startswith("*") or n == "stride_index_k_cache"}
-        k = triton.compile(ASTSource(_score_probe, full, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                           options={"num_warps": 8})
-        import subprocess
-        import tempfile
-
-        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "k.cubin")
-            with open(path, "wb") as f:
-                f.write(k.asm["cubin"])
-            text = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+        k = sass_mix.compile_sm90(_score_probe, sig, consts, 8, divisible=("stride_index_k_cache",))
+        text = sass_mix.disassemble(k)
         mix = sass_mix.loop_mix(text)
         ptx = k.asm["ptx"]
         from sgl_amd_mono.backends.triton.survey import _ptxas_usage

@@ -28,17 +28,35 @@ _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z][A-Z0-9_]*
 _BRA = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?BRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
 
 
-def sass(fn, sig: dict, consts: dict, num_warps: int) -> str:
+def compile_sm90(fn, sig: dict, consts: dict, num_warps: int, divisible=()):
+    """fn compiled for sm_90 on this machine (no GPU): sig's pointers (and the names in divisible) 16-divisible."""
     sig = dict(sig, **{k: "constexpr" for k in consts})
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
-    k = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": num_warps})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, (n, t) in enumerate(sig.items())
+             if t.startswith("*") or n in divisible}
+    return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": num_warps})
+
+
+def disassemble(kernel) -> str:
+    """A compiled kernel's SASS, by Triton's bundled cuobjdump."""
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
-            f.write(k.asm["cubin"])
+            f.write(kernel.asm["cubin"])
         return subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+
+
+def sass(fn, sig: dict, consts: dict, num_warps: int) -> str:
+    return disassemble(compile_sm90(fn, sig, consts, num_warps))
+
+
+def loop_bodies(text: str) -> list[list[str]]:
+    """The opcodes of each loop of the disassembly (the body of each backward branch), innermost (shortest) first."""
+    insns = [(int(a, 16), op) for a, op in _INSN.findall(text)]
+    loops = sorted(((int(t, 16), int(a, 16)) for a, t in _BRA.findall(text) if t and int(t, 16) < int(a, 16)),
+                   key=lambda se: se[1] - se[0])
+    return [[op for addr, op in insns if start <= addr <= end] for start, end in loops]
 
 
 def loop_mix(text: str) -> collections.Counter:

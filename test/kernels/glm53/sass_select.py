@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 import triton
 import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton.survey import _ptxas_usage
@@ -58,31 +54,17 @@ SIG = {"scores_ptr": "*fp32", "lengths_ptr": "*i32", "page_table_ptr": "*i32", "
 
 def _step_loop(text: str) -> tuple[int, int]:
     """(barriers, shared-memory stores) of the innermost loop of the disassembly that loads from global memory."""
-    insns = [(int(a, 16), op) for a, op in sass_mix._INSN.findall(text)]
-    loops = sorted(((int(t, 16), int(a, 16)) for a, t in sass_mix._BRA.findall(text) if t and int(t, 16) < int(a, 16)),
-                   key=lambda se: se[1] - se[0])
-    for start, end in loops:
-        ops = [op for addr, op in insns if start <= addr <= end]
-        if "LDG" in ops:
-            return ops.count("BAR"), ops.count("STS")
-    return 0, 0
+    ops = next((ops for ops in sass_mix.loop_bodies(text) if "LDG" in ops), [])
+    return ops.count("BAR"), ops.count("STS")
 
 
 def main():
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     for name, stage in STAGES.items():
         for unvec in (False, True):
             consts = {"R": 8, "KTOP": 2048, "PMAX": 2048, "NSL": 16, "IBLK": 256, "ISCAN": 512, "NPROG": 132,
                       "STAGE": stage, "UNVEC": unvec}
-            full = dict(SIG, **{k: "constexpr" for k in consts})
-            attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(full.values()) if t.startswith("*")}
-            k = triton.compile(ASTSource(_select_probe, full, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                               options={"num_warps": 8})
-            with tempfile.TemporaryDirectory() as d:
-                path = os.path.join(d, "k.cubin")
-                with open(path, "wb") as f:
-                    f.write(k.asm["cubin"])
-                text = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+            k = sass_mix.compile_sm90(_select_probe, SIG, consts, 8)
+            text = sass_mix.disassemble(k)
             use = _ptxas_usage(k.asm["ptx"])
             bars, sts = _step_loop(text)
             print(f"{name}, index_unvec={int(unvec)}: layout conversions {k.asm['ttgir'].count('convert_layout')}, "
