@@ -17,7 +17,9 @@ def stage_table(stamps, names) -> list[dict]:
     span: work + sync, the stage's share of the launch (spans sum to the launch's length);
     own: the median over programs of each one's own time in the stage (its arrival minus its own exit from the
     previous wait; the lower middle of an even count), so a work far above it is one late program's;
-    last: the program that arrived last.
+    last: the program that arrived last; last_own: its own time (near work: the stage waits on that program's
+    tasks; far below: on its late start);
+    own_p90: the 90th percentile of the programs' own times (the higher of two neighbours).
     A stage no program stamped in this launch (a stage the build passes without its work, e.g. a cross-rank sum
     at one rank) has every field but its name None, and the next stage starts where it would have.
     """
@@ -31,28 +33,32 @@ def stage_table(stamps, names) -> list[dict]:
         done = t[:, 2 * s].max()
         if done <= 0 or done < t0:  # never stamped (zeros): not a stage of this launch
             rows.append({"stage": name, "start": None, "work": None, "sync": None, "span": None, "own": None,
-                         "last": None})
+                         "last": None, "own_p90": None, "last_own": None})
             continue
         out = t[:, 2 * s + 1].max() if s < n - 1 else done
+        own, last = t[:, 2 * s] - prev_own, int(t[:, 2 * s].argmax())
         rows.append({"stage": name, "start": float(prev - t0) / 1e3, "work": float(done - prev) / 1e3,
                      "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3,
-                     "own": float((t[:, 2 * s] - prev_own).median()) / 1e3, "last": int(t[:, 2 * s].argmax())})
+                     "own": float(own.median()) / 1e3, "last": last,
+                     "own_p90": float(own.quantile(0.9, interpolation="higher")) / 1e3, "last_own": float(own[last]) / 1e3})
         prev, prev_own = out, t[:, 2 * s + 1]
     return rows
 
 
 def format_table(rows) -> str:
-    """`stage_table`'s rows as a markdown table (rows without own / last, from before those fields: without them)."""
-    lines = ["| stage | start us | work us | sync us | span us | own us | last |", "|---|---|---|---|---|---|---|"]
+    """`stage_table`'s rows as a markdown table (rows from before own / last, or own_p90 / last_own: without them)."""
+    lines = ["| stage | start us | work us | sync us | span us | own us | last | own p90 us | last's own us |",
+             "|---|---|---|---|---|---|---|---|---|"]
     rows_run = [r for r in rows if r["span"] is not None]
 
     def extra(r):
-        own, last = r.get("own"), r.get("last")
-        return f" {own:.1f} | {last} |" if own is not None else " | |"
+        own, last, p90, last_own = (r.get(k) for k in ("own", "last", "own_p90", "last_own"))
+        cells = f" {own:.1f} | {last} |" if own is not None else " | |"
+        return cells + (f" {p90:.1f} | {last_own:.1f} |" if p90 is not None else " | |")
 
     lines += [f"| {r['stage']} | {r['start']:.1f} | {r['work']:.1f} | {r['sync']:.1f} | {r['span']:.1f} |{extra(r)}"
-              if r["span"] is not None else f"| {r['stage']} | not stamped | | | | | |" for r in rows]
+              if r["span"] is not None else f"| {r['stage']} | not stamped | | | | | | | |" for r in rows]
     total = sum(r["span"] for r in rows_run)
     lines.append(f"| total | | {sum(r['work'] for r in rows_run):.1f} | {sum(r['sync'] for r in rows_run):.1f} | "
-                 f"{total:.1f} | | |")
+                 f"{total:.1f} | | | | |")
     return "\n".join(lines)

@@ -32,7 +32,10 @@ def test_stage_table_own_time_and_last_program():
     assert (rows["a"]["own"], rows["a"]["last"]) == (pytest.approx(1.0), 1)
     assert (rows["b"]["own"], rows["b"]["last"]) == (pytest.approx(1.8), 0)
     assert (rows["c"]["own"], rows["c"]["last"]) == (pytest.approx(0.5), 1)
-    assert "| b | 2.2 | 2.8 | 1.5 | 4.3 | 1.8 | 0 |" in trace.format_table(list(rows.values()))
+    # b: own times 3.0 (program 0) and 1.8 (program 1): p90 the higher, 3.0, the last program's 3.0
+    assert (rows["b"]["own_p90"], rows["b"]["last_own"]) == (pytest.approx(3.0), pytest.approx(3.0))
+    assert (rows["a"]["own_p90"], rows["a"]["last_own"]) == (pytest.approx(1.4), pytest.approx(1.4))
+    assert "| b | 2.2 | 2.8 | 1.5 | 4.3 | 1.8 | 0 | 3.0 | 3.0 |" in trace.format_table(list(rows.values()))
 
 
 def test_stage_table_refuses_wrong_shape():
@@ -52,5 +55,6 @@ def test_stage_never_stamped_is_reported_not_counted():
     assert sum(r["span"] for r in rows if r["span"] is not None) == pytest.approx((8000 - 100) / 1e3)
     text = trace.format_table(rows)
     assert "| b2 | not stamped |" in text and "| total | | 5.7 | 2.2 | 7.9 |" in text
+    assert got["b2"]["own_p90"] is None and got["b2"]["last_own"] is None
     assert got["b2"]["own"] is None and got["b2"]["last"] is None
     assert got["b"]["own"] == pytest.approx(1.8)  # each program's own exit from a's wait (b2 has none)
