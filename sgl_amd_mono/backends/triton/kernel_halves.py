@@ -163,7 +163,7 @@ def index_attention(
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
     T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
-    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, before the index keys'
+    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, after q_b's
     T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
     if TOKENS and TP > 1:
@@ -204,13 +204,6 @@ def index_attention(
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
                          pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
                          S_Q_B, COUNT_TASKS, T_B)
-    # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
-    # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
-    for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
-                      num_stages=1):
-        count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
-        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -221,6 +214,14 @@ def index_attention(
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
                           u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
+    # the index keys, a task a row, after the index queries: they need only wk's parts; here, not beside q_b's GEMVs,
+    # where the one task's chain of sums, norm, rope, Hadamard and quantization arrived last (its loads queued behind
+    # the weights' streams), nor in latent's stage, which it lengthened
+    for r in tl.range((pid - (T_AB + R * (IH // IQG)) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):
+        count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)
