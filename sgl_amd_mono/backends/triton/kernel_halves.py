@@ -163,9 +163,8 @@ def index_attention(
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
     T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
-    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, after q_b's
-    T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index rows'
-    N_IDX: tl.constexpr = R * (IH // IQG) + R  # the index rows' tasks: the queries (row, head group), then the keys
+    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, before the index keys'
+    T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
     if TOKENS and TP > 1:
         attn_half.embed(input_ids_ptr, hidden_ptr, peers_ptr, rank, err_ptr, launch_id, epoch, pid, ok, task_count_ptr,
@@ -205,26 +204,23 @@ def index_attention(
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
                          pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
                          S_Q_B, COUNT_TASKS, T_B)
-    # the index rows' tasks run dry (nothing loaded or stored) on the programs that run them in absorb's stage, when
-    # q_b's GEMVs leave those idle: their instructions are then cached (a task's one cold run took longer than the
-    # stage's GEMVs). live is false at run time (pid < 0), not a constant: a constant would compile a second body
-    if T_B + T_IQ <= NPROG - N_IDX:
-        if (pid >= NPROG - N_IDX) & (ok != 0):
-            index.index_row_task(ik_part_ptr, iq_part_ptr, iw_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr,
-                                 k_norm_b_ptr, index_k_cache_ptr, stride_index_k_cache, iq_ptr, head_w_ptr, k_norm_eps,
-                                 NPROG - 1 - pid, pid < 0, R, IH, ID, ROPE, IQG, KS_I, KS_W, KS_IQ)
+    # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
+    # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization)
+    for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
+                      num_stages=1):
+        count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
                      task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
-    # the index rows' tasks (`index.index_row_task`: the queries (row, head group), then a key a row) after absorb's,
-    # on the last programs (task j on program NPROG - 1 - j), which ran them dry in q_b's stage
-    for j in tl.range(NPROG - 1 - pid, live_tasks(N_IDX, ok, S_ABSORB, SKIP_MASK), NPROG, num_stages=1):
+    for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
-        index.index_row_task(ik_part_ptr, iq_part_ptr, iw_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr,
-                             k_norm_b_ptr, index_k_cache_ptr, stride_index_k_cache, iq_ptr, head_w_ptr, k_norm_eps, j,
-                             ok != 0, R, IH, ID, ROPE, IQG, KS_I, KS_W, KS_IQ)
+        index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
+                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
     # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)

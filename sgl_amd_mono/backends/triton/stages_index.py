@@ -121,44 +121,23 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
 
 @triton.jit
 def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g, R: tl.constexpr, IH: tl.constexpr,
-                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_W: tl.constexpr, KS_IQ: tl.constexpr,
-                live=True):
+                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_W: tl.constexpr, KS_IQ: tl.constexpr):
     """Heads [g IQG, + IQG) of row r's index query: q = bf16(sum of wq_b parts) [IQG, ID]; rope on each head's
     first ROPE dims; Hadamard; ue8m0 fp8 a head (iq); head weights = bf16(weights_proj x) x IH^-0.5 x q scale
-    x ID^-0.5. live false: every load and store masked (`index_row_task`'s dry run)."""
+    x ID^-0.5."""
     HALF: tl.constexpr = ID // 2
     heads = g * IQG + tl.arange(0, IQG)
     i = tl.arange(0, HALF)
     base = heads[:, None] * ID + 2 * i[None, :]
     part = iq_part_ptr + r * (IH * ID)
-    hm = (heads < IH) & live
-    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, hm, KS_W)).to(tl.float32)
-    e = to_bf16(sum_parts(part, R * IH * ID, base, hm[:, None], KS_IQ)).to(tl.float32)
-    o = to_bf16(sum_parts(part + 1, R * IH * ID, base, hm[:, None], KS_IQ)).to(tl.float32)
-    q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, hm[:, None], ROPE, HALF)
+    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_W)).to(tl.float32)
+    e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
+    o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
+    q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, heads[:, None] < IH, ROPE, HALF)
     qq, qs = ue8m0_quant(to_bf16(hadamard(q, ID)).to(tl.float32))
     dims = tl.arange(0, ID)
-    tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq, mask=hm[:, None])
-    tl.store(head_w_ptr + r * IH + heads, w_raw * (IH ** -0.5) * qs * (ID ** -0.5), mask=hm)
-
-
-@triton.jit(noinline=True)
-def index_row_task(ik_part_ptr, iq_part_ptr, iw_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr,
-                   index_k_cache_ptr, stride_index_k_cache, iq_ptr, head_w_ptr, k_norm_eps, j, live,
-                   R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr,
-                   KS_I: tl.constexpr, KS_W: tl.constexpr, KS_IQ: tl.constexpr):
-    """Task j of the index rows: j < R IH / IQG, the index query of (row j // groups, group j % groups); then the
-    index key of row j - R IH / IQG. live false: a dry run (every load and store masked; a key's as row R, which
-    no row is). Not inlined: the dry run (`kernel_halves.index_attention`, on the program that runs the task a stage
-    later, while it waits for the GEMVs of q_b) runs the same instructions, so they are cached when the task
-    comes."""
-    G: tl.constexpr = IH // IQG
-    if j < R * G:
-        index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, j // G, j % G, R, IH, ID, ROPE, IQG,
-                    KS_W, KS_IQ, live)
-    else:
-        index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                   stride_index_k_cache, k_norm_eps, tl.where(live, j - R * G, R), R, ID, ROPE, KS_I)
+    tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq)
+    tl.store(head_w_ptr + r * IH + heads, w_raw * (IH ** -0.5) * qs * (ID ** -0.5))
 
 
 @triton.jit

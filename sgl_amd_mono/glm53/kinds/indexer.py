@@ -6,10 +6,11 @@ Its table is the shared kind's with the index work added to the attention half's
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
   qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1)
   latent  + split-K parts (ks_w) of weights_proj (bf16, on xn1)
-  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq)
+  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
+            tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
+            ue8m0 fp8 quantization), written into the index-K cache at out_loc
   absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
-          head, and those heads' weights; then R tasks: a row's index key (LayerNorm, interleaved rope on the first
-          ROPE dims, the Hadamard rotation, ue8m0 fp8 quantization), written into the index-K cache at out_loc
+          head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
           request), and the first radix digit's histogram of the rows that take the sliced select
   sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
@@ -141,12 +142,12 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_w,
             reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
             cache_rows=_mla_rows),
-        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq,
-            reads=(*a["q_b"].reads, "wq_b", "wq_b_s"), writes=("qb_part", "iq_part")),
-        # the index keys in absorb's stage, after the index queries (the index-K rows: the check scripts' write sets)
-        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)) + d.R,
-            reads=(*a["absorb"].reads, "iq_part", "iw_part", "ik_part", "out_loc", "k_norm_w", "k_norm_b"),
-            writes=("qcat", "iq", "head_w", "index_k_cache")),
+        # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
+            reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
+            writes=("qb_part", "iq_part", "index_k_cache")),
+        rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
+            reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
                                                        "rows_per_req"), ("scores", "hist0"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
