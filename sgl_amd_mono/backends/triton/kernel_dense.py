@@ -15,7 +15,7 @@ from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 _FRONT = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "KTOP", "NSPLIT", "IH", "ID", "PMAX", "NSL", "IBLK",
           "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IW0", "IW1",
-          "ICOMPACT", "IUNVEC", "IQG",
+          "ICOMPACT", "IQG",
           "KS_I", "KS_W", "BN_IQ", "KS_IQ", "BN_A", "KS_A", "BN_B", "KS_B", "BN_O", "KS_O", "ATT_BLK", "NORM_GP", "WUV_SH",
           "STAGES", "SWAP_AB")
 
@@ -53,7 +53,7 @@ def dense_layer_kernel(
         NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr,
         ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
         IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
-        ICOMPACT: tl.constexpr, IUNVEC: tl.constexpr,
+        ICOMPACT: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr,
         KS_W: tl.constexpr, BN_IQ: tl.constexpr,
         KS_IQ: tl.constexpr,
@@ -92,8 +92,7 @@ def dense_layer_kernel(
         cand_key_ptr, ncand_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IUNVEC, IQG,
-        KS_I,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IQG, KS_I,
         KS_W, BN_IQ,
         KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
         SKIP_MASK, TRACE,

@@ -29,8 +29,7 @@ def constexprs(d: LayerDims) -> dict:
     (tiles.index_ahead), ISATOM sel1 / sel2 counting a key at a time (tiles.index_sel_atomics) into IHC1 copies of
     digit 1's histogram (the table's hist1_copies), IW0 / IW1 the radix digits 0 and 1's bits (the table's
     radix_digits: 8 / 8 of four digits, 12 / 12 of three), ICOMPACT sel2 listing the keys at or above its prefix for
-    sel3 and emit (tiles.index_compact), IUNVEC the select's scan steps one key a lane (tiles.index_unvec), IQG
-    heads an index-query task covers) and tiles (KS_I: wk's
+    sel3 and emit (tiles.index_compact), IQG heads an index-query task covers) and tiles (KS_I: wk's
     parts, KS_W: weights_proj's;
     BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
@@ -40,7 +39,7 @@ def constexprs(d: LayerDims) -> dict:
             "IHC": indexer_kind.hist0_copies(d),
             "IAHEAD": int(t.index_ahead), "ISATOM": int(t.index_sel_atomics), "IHC1": indexer_kind.hist1_copies(d),
             "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1], "ICOMPACT":
-            int(t.index_compact), "IUNVEC": int(t.index_unvec),
+            int(t.index_compact),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
             "KS_IQ": t.ks_iq}
 
@@ -82,7 +81,7 @@ def indexer_layer_kernel(
     PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, ISHORT: tl.constexpr,
     LS: tl.constexpr, ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
     IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
-    ICOMPACT: tl.constexpr, IUNVEC: tl.constexpr,
+    ICOMPACT: tl.constexpr,
     IQG: tl.constexpr, KS_I: tl.constexpr,
     KS_W: tl.constexpr,
     BN_IQ: tl.constexpr, KS_IQ: tl.constexpr,
@@ -125,8 +124,7 @@ def indexer_layer_kernel(
         cand_key_ptr, ncand_ptr,
         sync_ptr + C_WUV_CNT, sync_ptr + C_OPROJ_CNT, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid,
         launch_id, bound, eps, softmax_scale, k_norm_eps, R, D, QL, KVL, ROPE, NOPE, VH, H, KTOP, NSPLIT, IH, ID, PMAX,
-        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IUNVEC, IQG,
-        KS_I,
+        NSL, IBLK, ISCAN, ISHORT, LS, ISWAP, IPIPE, IATOM, IHC, IAHEAD, ISATOM, IHC1, IW0, IW1, ICOMPACT, IQG, KS_I,
         KS_W, BN_IQ,
         KS_IQ, BN_A, KS_A, BN_B, KS_B, BN_O, KS_O, ATT_BLK, NORM_GP, WUV_SH, STAGES, SWAP_AB, NPROG, TIMER, SKIP_ARRIVE,
         SKIP_MASK, TRACE,

@@ -177,11 +177,12 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
-    # index_unvec: the select's scan steps (sel1-sel3, emit) one key a lane (`stages_select.scan_lanes`), so no step
-    # converts layouts through shared memory. sm_90 AOT on a CPU, Triton 3.8 (test/kernels/glm53/sass_select.py,
-    # results/indexer11_select_sass_cpu.txt), the 8-row build's scan step loops: sel1's barriers 4 -> 0, emit's 13 ->
-    # 7 (its layout conversions 4 -> 1), sel3's 5 either way. Not yet timed on a GPU.
-    index_unvec: bool = False
+    # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
+    # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
+    # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
+    # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer12_h200_time_specs_unvec.log): 8K 133.0 /
+    # 147.5 / 167.7 / 199.8 us -> 134.2 / 147.0 / 167.5 / 198.8, 128K 143.0 / 163.5 / 199.8 / 267.7 -> 143.7 / 164.9 /
+    # 199.2 / 267.8; traced at 8K (results/indexer12_h200_trace_unvec.log), each select stage within 0.3 us of before.
     # Also built, checked under the interpreter (the same bits; tied caches over several read rounds) and removed: sel2
     # listing each slice's keys at its 16-bit prefix, sel3 passed, and every emit task finding the threshold's last two
     # digits from the row's lists (one hand-off fewer; commit c6e57e3). H200, one process, TP8, a decode row a request,
