@@ -18,7 +18,6 @@ from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
-from sgl_amd_mono.backends.triton.tile_ops import warm_l2
 
 
 @triton.jit
@@ -152,16 +151,13 @@ def index_attention(
         S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0, XW_O_X: tl.constexpr = 0,
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
-        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IWARM: tl.constexpr = 0, warm_ptr=None,
-        WARM_BYTES: tl.constexpr = 0, warm2_ptr=None, WARM2_BYTES: tl.constexpr = 0):
+        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
     embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
-    IWARM (tiles.index_warm): once the scores are in, every program prefetches into L2 the weights read after the
-    top-k, while the select leaves HBM idle: 1, w_vc and o_proj; 2, also the caller's two regions (warm_ptr,
-    WARM_BYTES bytes; warm2_ptr, WARM2_BYTES). Returns ok."""
+    Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -248,14 +244,6 @@ def index_attention(
                         SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
-    if IWARM > 0:  # after the program's sel1 tasks (none delayed), fire and forget: the select reads only scores
-        warm_l2(w_vc_ptr, ((H - 1) * stride_w_vc_0 + (KVL - 1) * stride_w_vc_1 + (VH - 1) * stride_w_vc_2 + 1) * 2,
-                pid, NPROG)
-        warm_l2(o_proj_ptr, D * H * VH, pid, NPROG)
-        warm_l2(o_proj_s_ptr, (D // 128) * ((H * VH + 127) // 128) * 4, pid, NPROG)
-        if IWARM > 1:
-            warm_l2(warm_ptr, WARM_BYTES, pid, NPROG)
-            warm_l2(warm2_ptr, WARM2_BYTES, pid, NPROG)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so

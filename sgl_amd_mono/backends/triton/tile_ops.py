@@ -278,24 +278,3 @@ def quant_row(x_ptr, xq_ptr, xs_ptr, K: tl.constexpr):
         xs = amax / FP8_MAX
         tl.store(xq_ptr + offs, to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX)))
         tl.store(xs_ptr + b * G + g, xs)
-
-
-WARM_LINES: tl.constexpr = tl.constexpr(256)  # 128-byte lines a warm round (one a thread at 8 warps)
-
-
-@triton.jit
-def warm_l2(ptr, nbytes, pid, NPROG: tl.constexpr):
-    """Fire-and-forget L2 prefetches of bytes [0, nbytes) from ptr, this program's share: rounds of WARM_LINES
-    128-byte lines, round c on program c % NPROG (L2 is shared by every SM: the split need not match which program
-    later reads a line). NVIDIA only (PTX prefetch.global.L2; its callers' builds leave it out elsewhere). Under
-    the interpreter a plain load of each line's first byte, dropped: it checks the addresses and changes nothing."""
-    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    nl = (nbytes + 127) // 128
-    ln = tl.arange(0, WARM_LINES)
-    for c in tl.range(pid * WARM_LINES, nl, NPROG * WARM_LINES, num_stages=1):
-        p = base + tl.minimum(c + ln, nl - 1).to(tl.int64) * 128  # a short last round re-touches the last line
-        if _SOFT_CVT:
-            tl.load(p)
-        else:  # is_pure=False: a side effect, kept although its dummy result is unused
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [p], dtype=tl.int32,
-                                      is_pure=False, pack=1)

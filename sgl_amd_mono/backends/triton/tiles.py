@@ -177,10 +177,6 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
-    # index_warm: once the scores are in, every program prefetches into L2 (PTX prefetch.global.L2, NVIDIA only)
-    # the weights the launch reads after the top-k, while the select's stages leave HBM idle: 1, w_vc and o_proj;
-    # 2, also the router's gate and the shared expert's gate | up rows (`kernel_halves.index_attention`).
-    index_warm: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -326,8 +322,6 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
-        if self.index_warm not in (0, 1, 2):
-            raise ValueError(f"index_warm {self.index_warm} is not 0, 1 or 2 (the weights warmed in L2)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
@@ -390,8 +384,7 @@ KIND_TILES: dict[str, dict] = {
 # keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
-                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False,
-                                           "index_warm": 0}}
+                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
 
 
 def target_of(device) -> str:
