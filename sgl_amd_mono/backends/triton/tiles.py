@@ -135,7 +135,11 @@ class Tiles:
     # loop alone (results/indexer11_h200_probe_score_pipe.log): it streams at about 3.0 TB/s, counting or not. 32 copies
     # in the launch, no faster (results/indexer11_h200_time_specs_stages_qb.log, one process, rows 1 / 2 / 4 / 8): 8K
     # 132.8 / 147.3 / 167.3 / 198.5 us -> 134.7 / 146.9 / 167.7 / 199.2, 128K 145.4 / 163.6 / 201.0 / 266.3 -> 145.4 /
-    # 165.0 / 198.4 / 266.8.
+    # 165.0 / 198.4 / 266.8. The loop alone with its keys brought by the Tensor Memory Accelerator instead (a
+    # descriptor made in the kernel, a [64, 128] box a page; `probe_score.py --tma`, Triton 3.6): slower
+    # (results/indexer13_h200_probe_score_tma.log, 8192 keys a program, digit 0 not counted): 65.6 us at 4 pages a
+    # step over 3 stages (2.18 TB/s), 73.7 at a page a step over 4, against this loop's 47.0 (3.04) and torch's sum
+    # over the same cache 40.0 (3.57); not built into the launch.
     index_atomics: int = 16
     # index_ahead: the pipelined score loop (index_pipe > 0) loads the next step's page ids a step ahead, so the
     # keys' addresses wait on no load of their own step. sm_90 AOT on a CPU, Triton 3.6 (the H200's) and 3.8
@@ -190,6 +194,12 @@ class Tiles:
     # 152.3 / 172.1 / 203.4, 128K 147.1 / 165.5 / 202.2 / 267.5 -> 151.6 / 171.6 / 204.9 / 273.4. Traced at 8K
     # (results/indexer11_h200_trace_cands.log): sel3's 4.6 us span gone, sel2 0.5-1 us longer, emit 13.3 us against
     # 5.1-5.6 (three passes over the lists, each a round trip to L2 a round of 1024 keys).
+    # Also built and timed, slower, reverted: every program prefetching into L2 (PTX prefetch.global.L2) the weights
+    # read after the top-k once its sel1 tasks were done, while the select leaves HBM idle (commit 8b148c8, reverted:
+    # Tiles.index_warm 1: w_vc and o_proj; 2: also the router's gate and the shared expert's gate | up rows). H200, one
+    # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_warm.log): 8K 132.9 /
+    # 146.7 / 166.7 / 198.6 us -> 135.0 / 148.6 / 169.1 / 200.7 (1), 135.0 / 148.5 / 169.4 / 200.8 (2); 128K 144.6 /
+    # 162.8 / 200.9 / 266.5 -> 147.0 / 165.9 / 200.0 / 267.6 (1), 146.3 / 164.2 / 200.7 / 268.4 (2) (not traced).
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

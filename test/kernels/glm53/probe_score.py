@@ -4,6 +4,7 @@ its sm_90 instruction mix from an AOT compile on a CPU, or its time on a GPU.
 python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's opcodes, with and without digit 0
 python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
 python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1,1  # chosen variants and steps
+python test/kernels/glm53/probe_score.py --iblk 256 64 --variants 1,1,3,1,1,16 --tma 3 4  # and the TMA loop
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or
 swapped (SWAP), prefetched by hand or software-pipelined by Triton (PIPE: `stages_index.score_pipelined` itself),
@@ -70,6 +71,56 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
 
+@triton.jit
+def _score_probe_tma(iq_ptr, head_w_ptr, index_k_cache_ptr, page_table_ptr, scores_ptr, hist_ptr, n_keys, n_rows,
+                     IH: tl.constexpr, ID: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
+                     COPIES: tl.constexpr = 1, PAGE: tl.constexpr = 64, PPS: tl.constexpr = 1):
+    """The score loop with each page's keys brought by the Tensor Memory Accelerator (sm_90): the cache as rows of
+    128 bytes (a page: its 64 key rows, then 2 rows of its 64 f32 scales), a [64, 128] box a page at row
+    page x 66 through a descriptor made in the kernel; the scales by a plain load; the dots swapped (an fp8 wgmma
+    of 64 keys), digit 0 counted by an atomic a key (ATOM) into copy pid % COPIES. Program p scores keys
+    [p n_keys, (p + 1) n_keys) of one row, PPS pages a step (1 or 4: a descriptor load each), pipelined by Triton
+    over PIPE stages (the next step's page ids loaded a step ahead)."""
+    pid = tl.program_id(0)
+    hist_ptr += (pid % COPIES) * 256
+    heads = tl.arange(0, IH)
+    dims = tl.arange(0, ID)
+    keys = tl.arange(0, PAGE)
+    desc = tl.make_tensor_descriptor(index_k_cache_ptr, shape=[n_rows, ID], strides=[ID, 1], block_shape=[PAGE, ID])
+    s0 = pid * n_keys
+    s1 = s0 + n_keys
+    q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
+    hw0 = tl.load(head_w_ptr + heads)
+    p0 = tl.load(page_table_ptr + s0 // PAGE)
+    p1 = tl.load(page_table_ptr + s0 // PAGE + 1 % PPS)
+    p2 = tl.load(page_table_ptr + s0 // PAGE + 2 % PPS)
+    p3 = tl.load(page_table_ptr + s0 // PAGE + 3 % PPS)
+    for t0 in tl.range(s0, s1, PAGE * PPS, num_stages=PIPE):
+        nxt = tl.minimum(t0 + PAGE * PPS, s1 - PAGE * PPS) // PAGE  # the next step's first page (the last: again)
+        _tma_page(desc, q0, hw0, index_k_cache_ptr, scores_ptr + t0, hist_ptr, p0, keys, ID, PAGE, ATOM)
+        p0 = tl.load(page_table_ptr + nxt)
+        if PPS == 4:
+            _tma_page(desc, q0, hw0, index_k_cache_ptr, scores_ptr + t0 + PAGE, hist_ptr, p1, keys, ID, PAGE, ATOM)
+            _tma_page(desc, q0, hw0, index_k_cache_ptr, scores_ptr + t0 + 2 * PAGE, hist_ptr, p2, keys, ID, PAGE, ATOM)
+            _tma_page(desc, q0, hw0, index_k_cache_ptr, scores_ptr + t0 + 3 * PAGE, hist_ptr, p3, keys, ID, PAGE, ATOM)
+            p1 = tl.load(page_table_ptr + nxt + 1)
+            p2 = tl.load(page_table_ptr + nxt + 2)
+            p3 = tl.load(page_table_ptr + nxt + 3)
+
+
+@triton.jit
+def _tma_page(desc, q0, hw0, index_k_cache_ptr, out_ptr, hist_ptr, page, keys, ID: tl.constexpr, PAGE: tl.constexpr,
+              ATOM: tl.constexpr):
+    """One page's 64 keys by the descriptor, scored (swapped dots) and stored at out_ptr; ATOM: digit 0 counted."""
+    k = desc.load([page * (PAGE + 2), 0]).to(tl.float8e4nv, bitcast=True)
+    ks = tl.load((index_k_cache_ptr + page.to(tl.int64) * ((PAGE + 2) * ID) + PAGE * ID).to(
+        tl.pointer_type(tl.float32)) + keys)
+    sc = index.block_scores(q0, hw0, k, ks, True)
+    tl.store(out_ptr + keys, sc)
+    if ATOM:
+        tl.atomic_add(hist_ptr + (index.order_key(sc) >> 24).to(tl.int32), 1, sem="relaxed")
+
+
 # (HIST, SWAP, PIPE, ATOM, AHEAD)
 VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (False, True, 0, False, False),
             (True, True, 0, False, False), (True, True, 3, False, False), (True, False, 3, False, False),
@@ -131,6 +182,9 @@ def main():
     p.add_argument("--sass", action="store_true", help="CPU: compile for sm_90 and print the loop's instructions")
     p.add_argument("--keys", type=int, nargs="+", default=[1024, 8192], help="keys a program scores (GPU)")
     p.add_argument("--iblk", type=int, nargs="+", default=[128], help="keys a loop step (each one timed)")
+    p.add_argument("--tma", type=int, nargs="*", default=None,
+                   help="also time the TMA loop (`_score_probe_tma`, 4 pages a step, then 1) at these pipeline depths, "
+                        "digit 0 by atomics in 16 copies and not counted")
     p.add_argument("--variants", nargs="+", default=None,
                    help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
     a = p.parse_args()
@@ -169,6 +223,29 @@ def main():
                 continue
             mb = keys * nprog * (ID + 4) / 1e6
             print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s)", flush=True)
+        if iblk != a.iblk[0]:
+            continue
+        ref = scores.clone()  # the last variant's scores: the TMA loop's are compared with them
+        if a.tma is not None:  # the same bytes read by torch (a sum), for the bandwidth this GPU gives now
+            flat = cache.view(torch.float32)
+            us = graph_time_us(lambda: flat.sum())
+            print(f"torch sum over the same cache: {us:.1f} us ({cache.numel() / 1e6 / us:.2f} TB/s)", flush=True)
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+        for pps, pipe, atom in ((n, p, at) for n in (4, 1) for p in (a.tma or []) for at in (True, False)):
+            def fn(pipe=pipe, atom=atom, pps=pps):
+                _score_probe_tma[(nprog,)](iq, hw, cache, pt, scores, hist, keys, pages * (PAGE + 2), IH=IH, ID=ID,
+                                           PIPE=pipe, ATOM=atom, COPIES=16, PPS=pps, num_warps=8)
+            name = (f"keys {keys} a program, {nprog} programs, TMA {pps} page(s) a step, PIPE={pipe} ATOM={atom} "
+                    "COPIES=16")
+            try:
+                us = graph_time_us(fn)
+            except Exception as e:
+                print(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            mb = keys * nprog * (ID + 4) / 1e6
+            diff = (scores - ref).abs().max().item()
+            print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s); scores vs the last variant's: "
+                  f"max abs diff {diff:.3g}", flush=True)
 
 if __name__ == "__main__":
     main()
