@@ -208,8 +208,8 @@ def index_attention(
     # H200 traces (results/indexer12_h200_trace_keys_absorb.log): here the key's task arrives last, 10.8 / 11.8 us of
     # its own at 1 / 8 rows against the GEMVs' 8.2 / 9.0 (p90); alone it takes 3.7 us, 4.5 with L2 flushed
     # (results/indexer12_h200_probe_index_rows.log); with L2 flushed and 96 other programs streaming 128 KB each (as
-    # q_b's GEMVs) 6.2 us, 6.5 with 128 (results/indexer13_h200_probe_index_rows_busy.log). In absorb's stage after the index queries (commit 62100a8) it
-    # took as long there (10.2 / 11.3 us) and the launch no less (results/indexer12_h200_ab_keys_absorb.log); so did
+    # q_b's GEMVs) 6.2 us, 6.5 with 128 (results/indexer13_h200_probe_index_rows_busy.log). In absorb's stage after
+    # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less (results/indexer12_h200_ab_keys_absorb.log); so did
     # both row tasks' code run dry on their programs in q_b's stage first (commit 342fd56,
     # results/indexer12_h200_ab_warm_rows.log)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,

@@ -92,7 +92,7 @@ def _score_probe_tma(iq_ptr, head_w_ptr, index_k_cache_ptr, page_table_ptr, scor
     q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
     hw0 = tl.load(head_w_ptr + heads)
     p0 = tl.load(page_table_ptr + s0 // PAGE)
-    p1 = tl.load(page_table_ptr + s0 // PAGE + 1 % PPS)
+    p1 = tl.load(page_table_ptr + s0 // PAGE + 1 % PPS)  # PPS 1: p1-p3 the first page again, unused
     p2 = tl.load(page_table_ptr + s0 // PAGE + 2 % PPS)
     p3 = tl.load(page_table_ptr + s0 // PAGE + 3 % PPS)
     for t0 in tl.range(s0, s1, PAGE * PPS, num_stages=PIPE):
@@ -216,36 +216,38 @@ def main():
                                        COPIES=copies, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
                     f"AHEAD={ahead} COPIES={copies}")
-            try:
-                us = graph_time_us(fn)
-            except Exception as e:  # a variant that does not build (shared memory, registers) is reported, not fatal
-                print(f"{name}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
-                continue
-            mb = keys * nprog * (ID + 4) / 1e6
-            print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s)", flush=True)
-        if iblk != a.iblk[0]:
+            _report(name, fn, keys * nprog)
+        if a.tma is None or iblk != a.iblk[0]:
             continue
         ref = scores.clone()  # the last variant's scores: the TMA loop's are compared with them
-        if a.tma is not None:  # the same bytes read by torch (a sum), for the bandwidth this GPU gives now
-            flat = cache.view(torch.float32)
-            us = graph_time_us(lambda: flat.sum())
-            print(f"torch sum over the same cache: {us:.1f} us ({cache.numel() / 1e6 / us:.2f} TB/s)", flush=True)
+        flat = cache.view(torch.float32)  # the same bytes read by torch (a sum): the bandwidth this GPU gives now
+        us = graph_time_us(lambda: flat.sum())
+        print(f"torch sum over the same cache: {us:.1f} us ({cache.numel() / 1e6 / us:.2f} TB/s)", flush=True)
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-        for pps, pipe, atom in ((n, p, at) for n in (4, 1) for p in (a.tma or []) for at in (True, False)):
+        for pps, pipe, atom in ((n, p, at) for n in (4, 1) for p in a.tma for at in (True, False)):
             def fn(pipe=pipe, atom=atom, pps=pps):
                 _score_probe_tma[(nprog,)](iq, hw, cache, pt, scores, hist, keys, pages * (PAGE + 2), IH=IH, ID=ID,
                                            PIPE=pipe, ATOM=atom, COPIES=16, PPS=pps, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, TMA {pps} page(s) a step, PIPE={pipe} ATOM={atom} "
                     "COPIES=16")
-            try:
-                us = graph_time_us(fn)
-            except Exception as e:
-                print(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
-                continue
-            mb = keys * nprog * (ID + 4) / 1e6
-            diff = (scores - ref).abs().max().item()
-            print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s); scores vs the last variant's: "
-                  f"max abs diff {diff:.3g}", flush=True)
+            if _report(name, fn, keys * nprog):
+                print(f"  scores vs the last variant's: max abs diff {(scores - ref).abs().max().item():.3g}", flush=True)
+
+
+def _report(name: str, fn, n_keys: int) -> bool:
+    """One line: fn's µs a launch (CUDA graph) and the keys' bandwidth; a variant that does not build (shared memory,
+    registers) is reported, not fatal (False)."""
+    from timing import graph_time_us
+
+    try:
+        us = graph_time_us(fn)
+    except Exception as e:
+        print(f"{name}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+        return False
+    mb = n_keys * (ID + 4) / 1e6
+    print(f"{name}: {us:.1f} us ({mb:.1f} MB of keys, {mb / us:.2f} TB/s)", flush=True)
+    return True
+
 
 if __name__ == "__main__":
     main()
