@@ -270,7 +270,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, IESCAN: tl.constexpr = 0):
+         ncand_ptr=None, LIST: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -279,10 +279,12 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
-    its scores. IESCAN > ISCAN (tiles.index_emit_scan): a slice of at least IESCAN keys is scanned IESCAN keys a
-    step (`emit_slice`), a shorter one ISCAN."""
+    its scores."""
+    SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = tl.arange(0, ISCAN)
+    sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
@@ -290,80 +292,57 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            if IESCAN > ISCAN:
-                if s1 - s0 >= IESCAN:
-                    emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                               parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, IESCAN, cand_pos_ptr, cand_key_ptr,
-                               ncand_ptr, LIST)
-                else:
-                    emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                               parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr,
-                               ncand_ptr, LIST)
+            # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
+            # positions)
+            # (a list's first step up to the slice's end, before its length is known: past it masked where used)
+            if LIST:
+                src = cand_key_ptr + r * SCOL
+                page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
             else:
-                emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                           parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr,
-                           ncand_ptr, LIST)
-
-
-@triton.jit
-def emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id, parity, pid,
-               t, r, s, s0, s1, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-               NSL: tl.constexpr, SCAN: tl.constexpr, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
-    """`emit`'s task t (row r, slice s of [s0, s1)), SCAN keys a step."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    blk = tl.arange(0, SCAN)
-    sls = tl.arange(0, NSL)
-    # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
-    # positions)
-    # (a list's first step up to the slice's end, before its length is known: past it masked where used)
-    if LIST:
-        src = cand_key_ptr + r * SCOL
-        page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
-    else:
-        src = scores_ptr + r * SCOL
-        page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-    x = load_step(src, s0 + blk, s1, LIST)
-    if LIST:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
-    d = (thr & 255).to(tl.int32)
-    before = sls < s
-    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
-    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
-                             cache_modifier=".cg"), axis=0)
-    n_at = tl.sum(at_or_above, axis=0) - n_above
-    for t0 in tl.range(s0, s1, SCAN, num_stages=1):  # prefetched by hand, a block ahead
-        tt = t0 + blk
-        valid = tt < s1
-        x_next = load_step(src, tt + SCAN, s1, LIST)
-        if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
-            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + SCAN, mask=tt + SCAN < s1, other=0,
-                                cache_modifier=".cg")
-        else:
-            page_next = tl.load(page_table_ptr + r * PMAX + (tt + SCAN) // PAGE, mask=tt + SCAN < s1,
-                                other=0)
-        u = key_of(x, LIST).to(tl.int64)
-        is_above = valid & (u > thr)
-        is_at = valid & (u == thr)
-        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
-        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
-        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-        rank_above = n_above + (both & 65535) - 1
-        rank_at = n_at + (both >> 16) - 1
-        take_at = is_at & (rank_at < need)
-        dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-        put = is_above | take_at
-        oob = put & ((dest < 0) | (dest >= KTOP))
-        # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
-        counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
-        if worst > 0:  # counts and threshold disagree: never write past the row's list
-            report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
-        if LIST:
-            slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
-        else:
-            slot = page * PAGE + tt % PAGE
-        tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
-        n_above += counts & 65535
-        n_at += counts >> 16
-        x = x_next
-        page = page_next
+                src = scores_ptr + r * SCOL
+                page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            x = load_step(src, s0 + blk, s1, LIST)
+            if LIST:
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                valid = tt < s1
+                x_next = load_step(src, tt + ISCAN, s1, LIST)
+                if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
+                    page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
+                                        cache_modifier=".cg")
+                else:
+                    page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
+                                        other=0)
+                u = key_of(x, LIST).to(tl.int64)
+                is_above = valid & (u > thr)
+                is_at = valid & (u == thr)
+                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+                rank_above = n_above + (both & 65535) - 1
+                rank_at = n_at + (both >> 16) - 1
+                take_at = is_at & (rank_at < need)
+                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                put = is_above | take_at
+                oob = put & ((dest < 0) | (dest >= KTOP))
+                # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
+                counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
+                if worst > 0:  # counts and threshold disagree: never write past the row's list
+                    report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+                if LIST:
+                    slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
+                else:
+                    slot = page * PAGE + tt % PAGE
+                tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+                n_above += counts & 65535
+                n_at += counts >> 16
+                x = x_next
+                page = page_next

@@ -181,9 +181,6 @@ class Tiles:
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
     # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
     index_compact: bool = False
-    # index_emit_scan: emit scans a slice of at least this many keys this many a step (0: index_scan everywhere), a
-    # shorter one index_scan a step (`stages_select.emit`: both step widths built, chosen a task by its slice).
-    index_emit_scan: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -335,10 +332,6 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
-        if self.index_emit_scan and (self.index_emit_scan <= self.index_scan or self.index_emit_scan > 32768
-                                     or self.index_emit_scan & (self.index_emit_scan - 1)):
-            raise ValueError(f"index_emit_scan {self.index_emit_scan} is neither 0 nor a power of two above index_scan "
-                             f"({self.index_scan}) up to 32768 (emit's ranks: 16 bits a step)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
