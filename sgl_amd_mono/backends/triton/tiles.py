@@ -200,6 +200,13 @@ class Tiles:
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_warm.log): 8K 132.9 /
     # 146.7 / 166.7 / 198.6 us -> 135.0 / 148.6 / 169.1 / 200.7 (1), 135.0 / 148.5 / 169.4 / 200.8 (2); 128K 144.6 /
     # 162.8 / 200.9 / 266.5 -> 147.0 / 165.9 / 200.0 / 267.6 (1), 146.3 / 164.2 / 200.7 / 268.4 (2) (not traced).
+    # Also built and timed, not taken, reverted: emit scanning a slice of at least index_emit_scan keys that many a
+    # step, a shorter one index_scan a step (commit c2f4ffe: both widths built, chosen a task by its slice). H200, one
+    # process, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_emit_scan.log): defaults 8K 132.9 / 147.1 / 167.1
+    # / 199.3 us, 128K 145.0 / 163.1 / 200.8 / 268.0; 1024: 135.0 / 147.7 / 166.5 / 201.1, 145.6 / 164.5 / 197.7 /
+    # 264.2; 2048: 134.4 / 148.1 / 167.4 / 201.2, 145.8 / 166.4 / 200.6 / 267.7; 4096: 132.4 / 148.3 / 165.5 / 199.4,
+    # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the build's, not the
+    # path's). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and no target reached.
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
