@@ -179,7 +179,11 @@ class Tiles:
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer10_h200_time_specs_compact.log): 8K
     # 133.0 / 147.0 / 166.9 / 198.9 us -> 135.4 / 149.4 / 169.4 / 200.9 (sel2's prefix sum and stores a step, where
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
-    # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log).
+    # 263.3. Not taken (its checks pass: results/indexer10_h200_check_{layer,topk}_compact.log). Traced at 128K 4 / 8
+    # rows (results/indexer13_h200_trace_128k_compact.log, against results/indexer13_h200_trace_128k_w2w4.log and
+    # results/indexer12_h200_trace_keys_absorb.log): sel2 12.5 / 19.7 us of span (5.9 / 7.4 without: its prefix
+    # sums and stores cost what emit's did, about 1.1 us a 512-key step), sel3 4.9 / 4.6 (6.4 / 8.4), emit 5.6 / 6.1
+    # (11.0 / 18.2): one expensive pass moved from emit to sel2, two cheap ones shortened.
     index_compact: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
