@@ -185,9 +185,6 @@ class Tiles:
     # sums and stores cost what emit's did, about 1.1 us a 512-key step), sel3 4.9 / 4.6 (6.4 / 8.4), emit 5.6 / 6.1
     # (11.0 / 18.2): one expensive pass moved from emit to sel2, two cheap ones shortened.
     index_compact: bool = False
-    # index_compact_min: with index_compact, only rows of more than this many keys are listed (the rest scanned as
-    # without it; sel2, sel3 and emit build both paths and pick one a task by its row's length); 0: every sliced row.
-    index_compact_min: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -350,9 +347,6 @@ class Tiles:
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
             raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}: sel2 lists the keys)")
-        if self.index_compact_min < 0 or (self.index_compact_min and not self.index_compact):
-            raise ValueError(f"index_compact_min {self.index_compact_min} is neither 0 nor a length with index_compact "
-                             f"(is {self.index_compact}: the rows past it are the ones listed)")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
