@@ -183,7 +183,11 @@ class Tiles:
     # rows (results/indexer13_h200_trace_128k_compact.log, against results/indexer13_h200_trace_128k_w2w4.log and
     # results/indexer12_h200_trace_keys_absorb.log): sel2 12.5 / 19.7 us of span (5.9 / 7.4 without: its prefix
     # sums and stores cost what emit's did, about 1.1 us a 512-key step), sel3 4.9 / 4.6 (6.4 / 8.4), emit 5.6 / 6.1
-    # (11.0 / 18.2): one expensive pass moved from emit to sel2, two cheap ones shortened.
+    # (11.0 / 18.2): one expensive pass moved from emit to sel2, two cheap ones shortened. Listing only rows of more
+    # than 32768 keys (commit e409f18, reverted: both scan paths built, picked a task by the row's length), one
+    # process, rows 1 / 4 / 8 (results/indexer13_h200_time_specs_compact_min.log): 8K 133.2 / 167.1 / 200.4 us ->
+    # 135.1 / 169.0 / 201.2 (no 8K row listed: the cost is the build's), 128K 145.7 / 199.8 / 267.9 -> 148.0 / 198.2 /
+    # 263.8. Not taken.
     index_compact: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
