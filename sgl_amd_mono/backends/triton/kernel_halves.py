@@ -209,9 +209,9 @@ def index_attention(
     # its own at 1 / 8 rows against the GEMVs' 8.2 / 9.0 (p90); alone it takes 3.7 us, 4.5 with L2 flushed
     # (results/indexer12_h200_probe_index_rows.log); with L2 flushed and 96 other programs streaming 128 KB each (as
     # q_b's GEMVs) 6.2 us, 6.5 with 128 (results/indexer13_h200_probe_index_rows_busy.log). In absorb's stage after
-    # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less (results/indexer12_h200_ab_keys_absorb.log); so did
-    # both row tasks' code run dry on their programs in q_b's stage first (commit 342fd56,
-    # results/indexer12_h200_ab_warm_rows.log)
+    # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less
+    # (results/indexer12_h200_ab_keys_absorb.log); so did both row tasks' code run dry on their programs in q_b's
+    # stage first (commit 342fd56, results/indexer12_h200_ab_warm_rows.log)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
                       num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)

@@ -186,8 +186,8 @@ class Tiles:
     # (11.0 / 18.2): one expensive pass moved from emit to sel2, two cheap ones shortened. Listing only rows of more
     # than 32768 keys (commit e409f18, reverted: both scan paths built, picked a task by the row's length), one
     # process, rows 1 / 4 / 8 (results/indexer13_h200_time_specs_compact_min.log): 8K 133.2 / 167.1 / 200.4 us ->
-    # 135.1 / 169.0 / 201.2 (no 8K row listed: the cost is the build's), 128K 145.7 / 199.8 / 267.9 -> 148.0 / 198.2 /
-    # 263.8. Not taken.
+    # 135.1 / 169.0 / 201.2 (no 8K row listed: the second path's cost to the build, or one run's noise), 128K 145.7
+    # / 199.8 / 267.9 -> 148.0 / 198.2 / 263.8. Not taken.
     index_compact: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
@@ -213,8 +213,9 @@ class Tiles:
     # process, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_emit_scan.log): defaults 8K 132.9 / 147.1 / 167.1
     # / 199.3 us, 128K 145.0 / 163.1 / 200.8 / 268.0; 1024: 135.0 / 147.7 / 166.5 / 201.1, 145.6 / 164.5 / 197.7 /
     # 264.2; 2048: 134.4 / 148.1 / 167.4 / 201.2, 145.8 / 166.4 / 200.6 / 267.7; 4096: 132.4 / 148.3 / 165.5 / 199.4,
-    # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the build's, not the
-    # path's). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and no target reached.
+    # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the second path's cost
+    # to the build, or one run's noise). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and
+    # no target reached.
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128

@@ -231,7 +231,8 @@ def main():
             name = (f"keys {keys} a program, {nprog} programs, TMA {pps} page(s) a step, PIPE={pipe} ATOM={atom} "
                     "COPIES=16")
             if _report(name, fn, keys * nprog):
-                print(f"  scores vs the last variant's: max abs diff {(scores - ref).abs().max().item():.3g}", flush=True)
+                diff = (scores - ref).abs().max().item()
+                print(f"  scores vs the last variant's: max abs diff {diff:.3g}", flush=True)
 
 
 def _report(name: str, fn, n_keys: int) -> bool:
