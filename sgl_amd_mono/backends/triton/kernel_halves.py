@@ -151,14 +151,13 @@ def index_attention(
         S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0, XW_O_X: tl.constexpr = 0,
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
-        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPRE: tl.constexpr = False):
+        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
     embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
-    IPRE (tiles.index_preload): the program that runs an index key (query) loads what it reads but its own stage's
-    products before the hand-off ahead of that stage (`index_key_inputs`, `index_query_inputs`). Returns ok."""
+    Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -195,10 +194,6 @@ def index_attention(
     # weights_proj (on xn1, needed first by the index queries) beside the latents' per-row tasks
     index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_W, ok, S_LATENT, SKIP_MASK), pid,
                           task_count_ptr, R, IH, D, KS_W, NPROG, S_LATENT, COUNT_TASKS, 2 * R)
-    r_key = (pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG  # this program's first index key (row) in q_b's stage
-    if IPRE:  # its inputs loaded here, so that their round trips end during latent's hand-off (wk's parts are ready)
-        ke, ko, kwe, kwo, kbe, kbo, kslot, kcos, ksin = index.index_key_inputs(
-            ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, r_key, r_key < R, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -217,38 +212,21 @@ def index_attention(
     # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less
     # (results/indexer12_h200_ab_keys_absorb.log); so did both row tasks' code run dry on their programs in q_b's
     # stage first (commit 342fd56, results/indexer12_h200_ab_warm_rows.log)
-    for r in tl.range(r_key, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG, num_stages=1):
+    for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
+                      num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
-        if IPRE:  # (tiles.index_preload) loaded before latent's hand-off, but a second key's on this program
-            if r != r_key:
-                ke, ko, kwe, kwo, kbe, kbo, kslot, kcos, ksin = index.index_key_inputs(
-                    ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, r, True, R, ID, ROPE, KS_I)
-            index.index_key(ke, ko, kwe, kwo, kbe, kbo, kslot, kcos, ksin, index_k_cache_ptr, stride_index_k_cache,
-                            k_norm_eps, r, R, ID, ROPE)
-        else:
-            index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-                             stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
-    u_query = (pid - T_AB % NPROG + NPROG) % NPROG  # this program's first index query (row, head group) in absorb's
-    if IPRE:  # what it reads but wq_b's parts, loaded here (weights_proj's parts are ready)
-        qw, qcos, qsin = index.index_query_inputs(iw_part_ptr, cos_sin_ptr, u_query // (IH // IQG), u_query % (IH // IQG),
-                                                  u_query < R * (IH // IQG), R, IH, ID, ROPE, IQG, KS_W)
+        index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+                         stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
                      task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
-    for u in tl.range(u_query, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK), NPROG,
-                      num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
+    for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
+                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
-        if IPRE:  # loaded before q_b's hand-off, but a second query's on this program
-            if u != u_query:
-                qw, qcos, qsin = index.index_query_inputs(iw_part_ptr, cos_sin_ptr, u // (IH // IQG), u % (IH // IQG),
-                                                          True, R, IH, ID, ROPE, IQG, KS_W)
-        else:
-            qw, qcos, qsin = index.index_query_inputs(iw_part_ptr, cos_sin_ptr, u // (IH // IQG), u % (IH // IQG), True,
-                                                      R, IH, ID, ROPE, IQG, KS_W)
-        index.index_query(iq_part_ptr, qw, qcos, qsin, iq_ptr, head_w_ptr, u // (IH // IQG), u % (IH // IQG), R, IH, ID,
-                          ROPE, IQG, KS_IQ)
+        index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
+                          u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
     # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)

@@ -69,64 +69,45 @@ def ue8m0_quant(x):
 
 
 @triton.jit
-def rope_cos_sin(cos_ptr, row_ok, ROPE: tl.constexpr, HALF: tl.constexpr):
-    """The cos and sin of the pairs i < HALF ([M, HALF] f32 each: cos at cos_ptr + i, sin at cos_ptr + ROPE / 2 + i,
-    cos_ptr [M, 1]; 1 and 0 past ROPE / 2 and where row_ok [M, 1] is false, which read nothing)."""
+def rope_pairs(e, o, cos_ptr, row_ok, ROPE: tl.constexpr, HALF: tl.constexpr):
+    """Interleaved rope of the pairs (e[i], o[i]) = dims (2i, 2i + 1), [M, HALF] f32 each, on pairs i < ROPE / 2
+    (cos at cos_ptr + i, sin at cos_ptr + ROPE / 2 + i, a row's each: cos_ptr is [M, 1]); the rest unchanged.
+    Rows where row_ok [M, 1] is false read nothing (a 16-row tile over fewer rows: past the end of cos_sin).
+    Returns the [M, 2 HALF] row interleaved again, bf16."""
     i = tl.arange(0, HALF)[None, :]
     is_rope = (i < ROPE // 2) & row_ok
-    return tl.load(cos_ptr + i, mask=is_rope, other=1.0), tl.load(cos_ptr + ROPE // 2 + i, mask=is_rope, other=0.0)
-
-
-@triton.jit
-def rope_pairs(e, o, cos, sin, ROPE: tl.constexpr, HALF: tl.constexpr):
-    """Interleaved rope of the pairs (e[i], o[i]) = dims (2i, 2i + 1), [M, HALF] f32 each, on pairs i < ROPE / 2, by
-    `rope_cos_sin`'s cos and sin ([M or 1, HALF]); the rest unchanged. Returns the [M, 2 HALF] row interleaved
-    again, bf16."""
-    is_rope = tl.arange(0, HALF)[None, :] < ROPE // 2
+    cos = tl.load(cos_ptr + i, mask=is_rope, other=1.0)
+    sin = tl.load(cos_ptr + ROPE // 2 + i, mask=is_rope, other=0.0)
     e2 = tl.where(is_rope, e * cos - o * sin, e)
     o2 = tl.where(is_rope, o * cos + e * sin, o)
     return tl.reshape(tl.join(to_bf16(e2), to_bf16(o2)), (e.shape[0], 2 * HALF))
 
 
 @triton.jit
-def index_key_inputs(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, r, live, R: tl.constexpr,
-                     ID: tl.constexpr, ROPE: tl.constexpr, KS_I: tl.constexpr):
-    """Everything row r's index key reads (`index_key`), as even / odd dims [16, ID / 2] in the row's place of a
-    16-row tile (the other rows 0): the f32 sum of wk's parts, LayerNorm's weight and bias, the rope's cos and sin,
-    out_loc. live false: nothing read (their values unused). Loaded apart from the key's arithmetic so that a
-    program can issue them before the wait that precedes the key's stage (tiles.index_preload)."""
+def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
+               stride_index_k_cache, k_norm_eps, r, R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr,
+               KS_I: tl.constexpr):
+    """Row r's index key (a task a row): k = bf16(sum of wk parts); LayerNorm (f32, weight and bias); rope on
+    the first ROPE dims (interleaved); Hadamard; ue8m0 fp8; written at out_loc into the index-K cache's page
+    layout: a page's 64 keys of ID fp8 bytes, then its 64 f32 scales. Held as even / odd dims [16, ID / 2]
+    (the row's place in a 16-row tile, the other rows masked)."""
     HALF: tl.constexpr = ID // 2
     rows = tl.arange(0, 16)
-    rmask = (rows == r) & live
+    rmask = rows == r
     i = tl.arange(0, HALF)
     base = rows[:, None] * ID + 2 * i[None, :]
-    e = sum_parts(ik_part_ptr, R * ID, base, rmask[:, None], KS_I)
-    o = sum_parts(ik_part_ptr + 1, R * ID, base, rmask[:, None], KS_I)
-    w_e = tl.load(k_norm_w_ptr + 2 * i, mask=live, other=0.0)
-    w_o = tl.load(k_norm_w_ptr + 2 * i + 1, mask=live, other=0.0)
-    b_e = tl.load(k_norm_b_ptr + 2 * i, mask=live, other=0.0)
-    b_o = tl.load(k_norm_b_ptr + 2 * i + 1, mask=live, other=0.0)
-    slot = tl.load(out_loc_ptr + rows, mask=(rows < R) & live, other=0).to(tl.int64)
-    cos, sin = rope_cos_sin(cos_sin_ptr + rows[:, None] * ROPE, ((rows < R) & live)[:, None], ROPE, HALF)
-    return e, o, w_e, w_o, b_e, b_o, slot, cos, sin
-
-
-@triton.jit
-def index_key(e, o, w_e, w_o, b_e, b_o, slot, cos, sin, index_k_cache_ptr, stride_index_k_cache, k_norm_eps, r,
-              R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr):
-    """Row r's index key (a task a row) from `index_key_inputs`: k = bf16(sum of wk parts); LayerNorm (f32, weight
-    and bias); rope on the first ROPE dims (interleaved); Hadamard; ue8m0 fp8; written at out_loc into the index-K
-    cache's page layout: a page's 64 keys of ID fp8 bytes, then its 64 f32 scales."""
-    rows = tl.arange(0, 16)
-    rmask = rows == r
-    e = to_bf16(e).to(tl.float32)
-    o = to_bf16(o).to(tl.float32)
+    e = to_bf16(sum_parts(ik_part_ptr, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
+    o = to_bf16(sum_parts(ik_part_ptr + 1, R * ID, base, rmask[:, None], KS_I)).to(tl.float32)
+    w_e, w_o = tl.load(k_norm_w_ptr + 2 * i), tl.load(k_norm_w_ptr + 2 * i + 1)
+    b_e, b_o = tl.load(k_norm_b_ptr + 2 * i), tl.load(k_norm_b_ptr + 2 * i + 1)
+    slot = tl.load(out_loc_ptr + rows, mask=rows < R, other=0).to(tl.int64)
     mean = (tl.sum(e, axis=1) + tl.sum(o, axis=1)) / ID
     ec, oc = e - mean[:, None], o - mean[:, None]
     rstd = tl.math.rsqrt((tl.sum(ec * ec, axis=1) + tl.sum(oc * oc, axis=1)) / ID + k_norm_eps)
     e = to_bf16(ec * rstd[:, None] * w_e[None, :] + b_e[None, :])
     o = to_bf16(oc * rstd[:, None] * w_o[None, :] + b_o[None, :])
-    k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos, sin, ROPE, ID // 2)
+    k = rope_pairs(e.to(tl.float32), o.to(tl.float32), cos_sin_ptr + rows[:, None] * ROPE, (rows < R)[:, None], ROPE,
+                   HALF)
     kq, ks = ue8m0_quant(to_bf16(hadamard(k, ID)).to(tl.float32))
     # pad rows all write slot 0: only the last row writing a slot writes it (the same bits every run)
     later = (slot[None, :] == slot[:, None]) & (rows[None, :] > rows[:, None]) & (rows[None, :] < R)
@@ -139,44 +120,20 @@ def index_key(e, o, w_e, w_o, b_e, b_o, slot, cos, sin, index_k_cache_ptr, strid
 
 
 @triton.jit
-def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
-               stride_index_k_cache, k_norm_eps, r, R: tl.constexpr, ID: tl.constexpr, ROPE: tl.constexpr,
-               KS_I: tl.constexpr):
-    """Row r's index key, its inputs loaded here (`index_key_inputs`, `index_key`)."""
-    e, o, w_e, w_o, b_e, b_o, slot, cos, sin = index_key_inputs(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr,
-                                                                k_norm_b_ptr, r, True, R, ID, ROPE, KS_I)
-    index_key(e, o, w_e, w_o, b_e, b_o, slot, cos, sin, index_k_cache_ptr, stride_index_k_cache, k_norm_eps, r, R, ID,
-              ROPE)
-
-
-@triton.jit
-def index_query_inputs(iw_part_ptr, cos_sin_ptr, r, g, live, R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
-                       ROPE: tl.constexpr, IQG: tl.constexpr, KS_W: tl.constexpr):
-    """What heads [g IQG, + IQG) of row r's index query read before wq_b's parts (`index_query`): the f32 sum of
-    weights_proj's parts [IQG] and the row's rope cos and sin [1, ID / 2]. live false: nothing read. Apart from the
-    query's arithmetic so that a program can issue them before the wait that precedes its stage
-    (tiles.index_preload)."""
-    heads = g * IQG + tl.arange(0, IQG)
-    w_sum = sum_parts(iw_part_ptr + r * IH, R * IH, heads, (heads < IH) & live, KS_W)
-    cos, sin = rope_cos_sin(cos_sin_ptr + r * ROPE + tl.zeros((1, 1), dtype=tl.int32), live, ROPE, ID // 2)
-    return w_sum, cos, sin
-
-
-@triton.jit
-def index_query(iq_part_ptr, w_sum, cos, sin, iq_ptr, head_w_ptr, r, g, R: tl.constexpr, IH: tl.constexpr,
-                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_IQ: tl.constexpr):
-    """Heads [g IQG, + IQG) of row r's index query, with `index_query_inputs`' values: q = bf16(sum of wq_b parts)
-    [IQG, ID]; rope on each head's first ROPE dims; Hadamard; ue8m0 fp8 a head (iq); head weights =
-    bf16(weights_proj x) x IH^-0.5 x q scale x ID^-0.5."""
+def index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, r, g, R: tl.constexpr, IH: tl.constexpr,
+                ID: tl.constexpr, ROPE: tl.constexpr, IQG: tl.constexpr, KS_W: tl.constexpr, KS_IQ: tl.constexpr):
+    """Heads [g IQG, + IQG) of row r's index query: q = bf16(sum of wq_b parts) [IQG, ID]; rope on each head's
+    first ROPE dims; Hadamard; ue8m0 fp8 a head (iq); head weights = bf16(weights_proj x) x IH^-0.5 x q scale
+    x ID^-0.5."""
     HALF: tl.constexpr = ID // 2
     heads = g * IQG + tl.arange(0, IQG)
     i = tl.arange(0, HALF)
     base = heads[:, None] * ID + 2 * i[None, :]
     part = iq_part_ptr + r * (IH * ID)
-    w_raw = to_bf16(w_sum).to(tl.float32)
+    w_raw = to_bf16(sum_parts(iw_part_ptr + r * IH, R * IH, heads, heads < IH, KS_W)).to(tl.float32)
     e = to_bf16(sum_parts(part, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
     o = to_bf16(sum_parts(part + 1, R * IH * ID, base, heads[:, None] < IH, KS_IQ)).to(tl.float32)
-    q = rope_pairs(e, o, cos, sin, ROPE, HALF)
+    q = rope_pairs(e, o, cos_sin_ptr + r * ROPE + heads[:, None] * 0, heads[:, None] < IH, ROPE, HALF)
     qq, qs = ue8m0_quant(to_bf16(hadamard(q, ID)).to(tl.float32))
     dims = tl.arange(0, ID)
     tl.store(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], qq)

@@ -189,13 +189,6 @@ class Tiles:
     # 135.1 / 169.0 / 201.2 (no 8K row listed: the second path's cost to the build, or one run's noise), 128K 145.7
     # / 199.8 / 267.9 -> 148.0 / 198.2 / 263.8. Not taken.
     index_compact: bool = False
-    # index_preload: the program that runs a row's index key in q_b's stage loads its inputs (wk's parts summed,
-    # LayerNorm's weight and bias, the rope's cos and sin, out_loc) before latent's hand-off, and the one that runs
-    # an index query in absorb's stage its inputs but wq_b's parts (weights_proj's parts summed, cos and sin) before
-    # q_b's: their round trips end during those waits, not in the stage whose last task they are (at 1 row the
-    # key's task arrived last at q_b, 10.8 us of its own against the GEMVs' 8.2: results/indexer12_h200_trace_keys_absorb.log).
-    # The same arithmetic on the same values, so the same bits. Not yet timed.
-    index_preload: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one

@@ -139,15 +139,12 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["norm1"], writes=(*a["norm1"].writes, "xn1")),
         rep(a["qkv_a"], tasks=lambda d: a["qkv_a"].tasks(d) + d.tiles.ks_i, reads=(*a["qkv_a"].reads, "wk", "wk_s"),
             writes=("qkv_part", "ik_part")),
-        # (with tiles.index_preload latent's stage also loads the index keys' inputs, and q_b's the index queries')
         rep(a["latent"], tasks=lambda d: a["latent"].tasks(d) + d.tiles.ks_w,
-            reads=(*a["latent"].reads, "xn1", "weights_proj", "ik_part", "k_norm_w", "k_norm_b"),
-            writes=(*a["latent"].writes, "iw_part"),
+            reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
             cache_rows=_mla_rows),
         # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
         rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
-            reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b",
-                   "iw_part"),
+            reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
             writes=("qb_part", "iq_part", "index_k_cache")),
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
