@@ -194,8 +194,13 @@ def index_attention(
     # weights_proj (on xn1, needed first by the index queries) beside the latents' per-row tasks
     index.bf16_gemv_stage(xn1_ptr, weights_proj_ptr, iw_part_ptr, live_tasks(KS_W, ok, S_LATENT, SKIP_MASK), pid,
                           task_count_ptr, R, IH, D, KS_W, NPROG, S_LATENT, COUNT_TASKS, 2 * R)
+    # a program whose only work in q_b's stage is index keys (the grid holds q_b's GEMV tasks and the keys apart) reads
+    # nothing latent writes (the keys read wk's parts, from qkv_a): it arrives at latent and goes on, so its keys
+    # overlap latent's stage too (`sync.hand_off`'s needs; q_b's hand-off covers latent for it)
+    keys_apart: tl.constexpr = T_B + T_IQ + R <= NPROG
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE,
+                  needs=(not keys_apart) | (pid < T_B + T_IQ) | (pid >= T_B + T_IQ + R))
 
     attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,

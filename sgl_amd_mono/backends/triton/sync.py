@@ -169,14 +169,18 @@ def stamp(trace_ptr, pid, slot, N_STAGES: tl.constexpr, TRACE: tl.constexpr):
 
 @triton.jit
 def hand_off(sync_ptr, err_ptr, trace_ptr, S: tl.constexpr, epoch, ok, pid, launch_id, bound, NPROG: tl.constexpr,
-             N_STAGES: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, TRACE: tl.constexpr):
+             N_STAGES: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, TRACE: tl.constexpr, needs=True):
     """End stage S on this program and wait for every program to end it. Returns the new ok.
     TRACE: stamps trace[pid, 2S] at the arrival and trace[pid, 2S + 1] at the wait's exit.
-    SKIP_ARRIVE: a planted missing arrival at that stage (deadline tests); -1 = none."""
+    SKIP_ARRIVE: a planted missing arrival at that stage (deadline tests); -1 = none.
+    needs (runtime, the same in all of the program's threads): false when this program's work in the next stage
+    reads nothing that stage S or a stage of the same hand-off chain after its last wait wrote: it arrives and goes
+    on. Its next wait covers S: every program arrives at S before it arrives at a later stage, each arrival
+    releasing the program's writes before it, so a later counter complete means S complete and its writes seen."""
     stamp(trace_ptr, pid, 2 * S, N_STAGES, TRACE)
     if S != SKIP_ARRIVE:
         arrive(sync_ptr, S)
-    if ok != 0:
+    if (ok != 0) & needs:
         ok = wait_counter(sync_ptr, S, epoch * NPROG, err_ptr, launch_id, S, pid, epoch, bound, TIMER)
     stamp(trace_ptr, pid, 2 * S + 1, N_STAGES, TRACE)
     return ok
