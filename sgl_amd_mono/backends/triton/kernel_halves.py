@@ -216,7 +216,11 @@ def index_attention(
     # q_b's GEMVs) 6.2 us, 6.5 with 128 (results/indexer13_h200_probe_index_rows_busy.log). In absorb's stage after
     # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less
     # (results/indexer12_h200_ab_keys_absorb.log); so did both row tasks' code run dry on their programs in q_b's
-    # stage first (commit 342fd56, results/indexer12_h200_ab_warm_rows.log)
+    # stage first (commit 342fd56, results/indexer12_h200_ab_warm_rows.log), or did loading every input of the key
+    # (and of the queries) a hand-off early (commit a835538: results/indexer14_h200_time_specs_preload.log,
+    # indexer14_h200_trace_preload.log: the key's own time 9.5 us with no load left in it). Its programs pass
+    # latent's wait (above): 0-1.5 us faster with the Hadamard's folded parity (results/indexer14_h200_ab_keys_apart.log),
+    # the key still the last to arrive at q_b, 12.5 us after its start (results/indexer14_h200_trace_8192.log)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
                       num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
