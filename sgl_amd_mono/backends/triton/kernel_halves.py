@@ -202,14 +202,11 @@ def index_attention(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE,
                   needs=(not keys_apart) | (pid < T_B + T_IQ) | (pid >= T_B + T_IQ + R))
 
-    attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
-                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
-                         COUNT_TASKS)
-    attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
-                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
-                         S_Q_B, COUNT_TASKS, T_B)
-    # the index keys, a task a row, after wq_b's tasks: they need only wk's parts, so they run beside the GEMVs
-    # (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization).
+    # the index keys, a task a row (numbered after wq_b's tasks): they need only wk's parts, so they run beside the
+    # GEMVs (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization).
+    # Their loop comes first in the stage's code: a key's program then starts it at once instead of after passing
+    # the GEMV groups' code (results/indexer14_h200_key_first.log: a trace build with the key's start and end stamped,
+    # the key's program last to arrive at q_b, 13.8 us, with the loop after the GEMVs; not last, under 10.0, before).
     # H200 traces (results/indexer12_h200_trace_keys_absorb.log): here the key's task arrives last, 10.8 / 11.8 us of
     # its own at 1 / 8 rows against the GEMVs' 8.2 / 9.0 (p90); alone it takes 3.7 us, 4.5 with L2 flushed
     # (results/indexer12_h200_probe_index_rows.log); with L2 flushed and 96 other programs streaming 128 KB each (as
@@ -226,16 +223,22 @@ def index_attention(
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
         index.index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr, index_k_cache_ptr,
                          stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
+                         pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
+                         COUNT_TASKS)
+    attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
+                         pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
+                         S_Q_B, COUNT_TASKS, T_B)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
-                     task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
     for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
-                      NPROG, num_stages=1):  # the index queries (row, head group): the stage's tasks after absorb's
+                      NPROG, num_stages=1):  # the index queries (row, head group), numbered after absorb's tasks and run first
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
                           u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)
+    attn_half.absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
+                     task_count_ptr, S_ABSORB, T_AB, R, H, KVL, NOPE, ROPE, KS_B, NPROG, SKIP_MASK, COUNT_TASKS)
     # every row's length (clamped to the page table; a longer one reported) and the rows a request, read once for
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)
