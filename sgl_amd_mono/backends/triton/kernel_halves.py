@@ -203,21 +203,18 @@ def index_attention(
                   needs=(not keys_apart) | (pid < T_B + T_IQ) | (pid >= T_B + T_IQ + R))
 
     # the index keys, a task a row (numbered after wq_b's tasks): they need only wk's parts, so they run beside the
-    # GEMVs (in latent's stage they lengthened it: one task's chain of sums, norm, rope, Hadamard and quantization).
-    # Their loop comes first in the stage's code: a key's program then starts it at once instead of after passing
-    # the GEMV groups' code (results/indexer14_h200_key_first.log: a trace build with the key's start and end stamped,
-    # the key's program last to arrive at q_b, 13.8 us, with the loop after the GEMVs; not last, under 10.0, before).
-    # H200 traces (results/indexer12_h200_trace_keys_absorb.log): here the key's task arrives last, 10.8 / 11.8 us of
-    # its own at 1 / 8 rows against the GEMVs' 8.2 / 9.0 (p90); alone it takes 3.7 us, 4.5 with L2 flushed
-    # (results/indexer12_h200_probe_index_rows.log); with L2 flushed and 96 other programs streaming 128 KB each (as
-    # q_b's GEMVs) 6.2 us, 6.5 with 128 (results/indexer13_h200_probe_index_rows_busy.log). In absorb's stage after
-    # the index queries (commit 62100a8) it took as long there (10.2 / 11.3 us) and the launch no less
-    # (results/indexer12_h200_ab_keys_absorb.log); so did both row tasks' code run dry on their programs in q_b's
-    # stage first (commit 342fd56, results/indexer12_h200_ab_warm_rows.log), or did loading every input of the key
-    # (and of the queries) a hand-off early (commit a835538: results/indexer14_h200_time_specs_preload.log,
-    # indexer14_h200_trace_preload.log: the key's own time 9.5 us with no load left in it). Its programs pass
-    # latent's wait (above): 0-1.5 us faster with the Hadamard's folded parity (results/indexer14_h200_ab_keys_apart.log),
-    # the key still the last to arrive at q_b, 12.5 us after its start (results/indexer14_h200_trace_8192.log)
+    # GEMVs, their programs past latent's wait (above), their loop first in the stage's code, so that a key's program
+    # starts it at once instead of after passing the GEMV groups' code. H200: with the loop after the GEMVs the key's
+    # program arrived last at q_b, 12.5 us after latent's start against the GEMVs' 9.0 (p90;
+    # results/indexer14_h200_trace_8192.log), while the key itself, stamped, takes about 5 us once started
+    # (results/indexer14_h200_key_stamps.log); with the loop first a GEMV program arrives last
+    # (results/indexer14_h200_key_first.log, a trace build of each order).
+    # Before: in latent's stage the key lengthened it; in absorb's (commit 62100a8) it took as long
+    # (results/indexer12_h200_ab_keys_absorb.log); its code run dry on its program a stage ahead (commit 342fd56,
+    # results/indexer12_h200_ab_warm_rows.log) and its inputs loaded a hand-off early (commit a835538,
+    # results/indexer14_h200_time_specs_preload.log) gained nothing. Alone it takes 3.7 us, 4.5 with L2 flushed
+    # (results/indexer12_h200_probe_index_rows.log), 6.2 / 6.5 with 96 / 128 other programs streaming
+    # (results/indexer13_h200_probe_index_rows_busy.log).
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
                       num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)
@@ -233,7 +230,8 @@ def index_attention(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     for u in tl.range((pid - T_AB % NPROG + NPROG) % NPROG, live_tasks(R * (IH // IQG), ok, S_ABSORB, SKIP_MASK),
-                      NPROG, num_stages=1):  # the index queries (row, head group), numbered after absorb's tasks and run first
+                      NPROG, num_stages=1):  # the index queries (row, head group): numbered after absorb's tasks,
+        # run before them (as the keys in q_b's stage)
         count_task(task_count_ptr, S_ABSORB, COUNT_TASKS)
         index.index_query(iq_part_ptr, iw_part_ptr, cos_sin_ptr, iq_ptr, head_w_ptr, u // (IH // IQG),
                           u % (IH // IQG), R, IH, ID, ROPE, IQG, KS_W, KS_IQ)

@@ -173,10 +173,10 @@ def hand_off(sync_ptr, err_ptr, trace_ptr, S: tl.constexpr, epoch, ok, pid, laun
     """End stage S on this program and wait for every program to end it. Returns the new ok.
     TRACE: stamps trace[pid, 2S] at the arrival and trace[pid, 2S + 1] at the wait's exit.
     SKIP_ARRIVE: a planted missing arrival at that stage (deadline tests); -1 = none.
-    needs (runtime, the same in all of the program's threads): false when this program's work in the next stage
-    reads nothing that stage S or a stage of the same hand-off chain after its last wait wrote: it arrives and goes
-    on. Its next wait covers S: every program arrives at S before it arrives at a later stage, each arrival
-    releasing the program's writes before it, so a later counter complete means S complete and its writes seen."""
+    needs (runtime, the same in all of the program's threads): false when this program's work up to its next wait
+    reads nothing that stage S wrote: it arrives and goes on. Its next wait covers S: every program arrives at S
+    before it arrives at a later stage, each arrival releasing the program's writes before it, so a later counter
+    complete means S complete and its writes seen (a program missing at S is then reported at that later stage)."""
     stamp(trace_ptr, pid, 2 * S, N_STAGES, TRACE)
     if S != SKIP_ARRIVE:
         arrive(sync_ptr, S)
