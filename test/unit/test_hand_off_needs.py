@@ -34,7 +34,7 @@ sync = torch.zeros(1 + 2, dtype=torch.int32)  # the epoch, a counter a stage
 err, trace = guard.new_error_word("cpu"), torch.zeros(1, dtype=torch.int64)
 needs_kernel[(2,)](v, out, sync, err, trace, 200, SKIP0=skip0, NPROG=2, N_STAGES=2)
 w = dict(zip(guard.ERR_FIELDS, err.tolist()))
-print(json.dumps({"out": out.tolist(), "sync": sync.tolist(), "err": err.tolist(), "flag": w["flag"], "stage": w["stage"],
+print(json.dumps({"out": out.tolist(), "sync": sync.tolist(), "flag": w["flag"], "stage": w["stage"],
                   "program": w["program"], "launch": w["launch"]}))
 """
 
