@@ -238,37 +238,6 @@ def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr
 
 
 @triton.jit
-def select_row_radix(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr, PMAX: tl.constexpr,
-                     ISHORT: tl.constexpr):
-    """Row r's whole list in one task, for KTOP < rlen <= ISHORT: its order keys in registers, the KTOP-th largest
-    u* found a digit at a time (four 8-bit digits from the top: a histogram of the keys at the prefix found so far,
-    `digit_of`), then the keys above u* at entries [0, above) and the first KTOP - above keys at u* after them,
-    each in position order (one prefix sum: the keys above in its low 16 bits, those at u* in its high), as
-    physical slots. The list of the exactness rule, as the sliced radix select's."""
-    tl.static_assert(ISHORT < 65536)
-    tt = tl.arange(0, ISHORT)
-    valid = tt < rlen
-    u = order_key(tl.load(scores_ptr + r * (PMAX * PAGE) + tt, mask=valid, other=0.0, cache_modifier=".cg"))
-    need = KTOP + rlen * 0
-    prefix = (rlen * 0).to(tl.int64)
-    for p in tl.static_range(4):
-        hit = valid
-        if p > 0:
-            hit = valid & ((u >> (32 - 8 * p)) == prefix.to(tl.uint32))
-        need, prefix = digit_of(tl.histogram(((u >> (24 - 8 * p)) & 255).to(tl.int32), BINS, mask=hit), need,
-                                prefix)
-    thr = prefix.to(tl.uint32)
-    is_above = valid & (u > thr)
-    is_at = valid & (u == thr)
-    both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-    rank_at = (both >> 16) - 1
-    put = is_above | (is_at & (rank_at < need))
-    dest = tl.where(is_above, (both & 65535) - 1, KTOP - need + rank_at)
-    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=put, other=0)
-    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=put)
-
-
-@triton.jit
 def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
                 KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
                 SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
@@ -287,7 +256,7 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
         if ISHORT > KTOP:
             if (rlen > KTOP) & (rlen <= LS):
                 count_task(task_count_ptr, S, COUNT_TASKS)
-                select_row_radix(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+                select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
 
 
 @triton.jit

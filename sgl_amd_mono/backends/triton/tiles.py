@@ -93,6 +93,10 @@ class Tiles:
     # that select's last three stages). 0 on the H200: one process, TP8 8K, a decode row a request
     # (results/indexer4_h200_*): 179.1 / 247.5 us at 1 / 8 rows with 8192 against 147.4 / 217.2 with 0 (sel1's
     # one task per row took 56 us: 32 block-wide counts, 15.4 us of the 19.3 us it takes alone, probe_select.py).
+    # Four 8-bit digits by tl.histogram instead of the 32 counts (commit 7aea26d, reverted): slower, 35.9 us alone
+    # at 8192 keys (results/indexer15_h200_probe_select_radix.log); in the launch with index_short 8192 (one
+    # process, TP8 8K rows 1 / 2 / 4 / 8, results/indexer15_h200_time_specs_short_radix.log) 202.7 / 210.4 /
+    # 229.2 / 261.3 us against 134.0 / 147.4 / 166.2 / 199.0 with 0, 52-158 bytes spilled.
     index_short: int = 0
     # index_swap: the score dots as keys @ queries^T (an fp8 wgmma on sm_90; its reduced-precision sums within
     # indexer.scores.max_rel) instead of queries @ keys^T (an mma.sync of f16-converted tiles); index_pipe: a decode

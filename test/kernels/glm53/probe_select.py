@@ -2,7 +2,7 @@
 exactness rule (`glm53.indexer.radix_select`) on random scores.
 
 python test/kernels/glm53/probe_select.py [--rows 1 8] [--ishort 8192 4096] [--keys 8192 4000]
-Modes: full (select_row), radix (select_row_radix: four 8-bit digits by histogram), count (the 32 counts of the threshold search only), place (the prefix sums and the
+Modes: full (select_row), count (the 32 counts of the threshold search only), place (the prefix sums and the
 stores only, from a given threshold), load (the scores' and page ids' loads only), count2bit (the threshold 2 bits
 a round: 16 rounds of 3 counts). µs a launch of R programs
 (one a row) under a CUDA graph, launch gaps included (compare modes with each other, not with stage spans).
@@ -20,7 +20,7 @@ from sgl_amd_mono.backends.triton import stages_select as index
 from sgl_amd_mono.glm53.indexer import radix_select
 from timing import graph_time_us
 
-MODES = {"full": 0, "count": 1, "place": 2, "load": 3, "count2bit": 4, "radix": 5}
+MODES = {"full": 0, "count": 1, "place": 2, "load": 3, "count2bit": 4}
 
 
 @triton.jit
@@ -31,8 +31,6 @@ def _probe(scores_ptr, page_table_ptr, topk_ptr, lengths_ptr, thr_ptr, KTOP: tl.
     rlen = tl.load(lengths_ptr + r)
     if MODE == 0:
         index.select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
-    elif MODE == 5:
-        index.select_row_radix(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
     else:
         tt = tl.arange(0, ISHORT)
         valid = tt < rlen
@@ -102,10 +100,10 @@ def main():
                     fn()
                     if dev == "cuda":
                         torch.cuda.synchronize()
-                    if m in (0, 5):
+                    if m == 0:
                         ok = torch.equal(topk.long(), want)
                         if not ok:
-                            print(f"ishort {ishort} rows {rows}: {mode} select DIFFERS from the rule "
+                            print(f"ishort {ishort} rows {rows}: full select DIFFERS from the rule "
                                   f"({int((topk.long() != want).sum())} entries)", flush=True)
                     line.append(f"{mode} {graph_time_us(fn):.1f}" if dev == "cuda" else mode)
                 print(f"ishort {ishort} rows {rows} warps {warps} keys {lengths.tolist()[:2]}: us " + ", ".join(line),
