@@ -266,6 +266,10 @@ class Tiles:
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
     # / 181.9 at 1 / 2 / 4 / 8 rows (255 registers; the stages before the waits slowed); checks pass with it.
     preload: bool = False
+    # l2_prefetch (sm_90 only; bits): the programs with no task in a stage bring a later stage's weights into L2
+    # (`tile_ops.prefetch_l2`, split between them) before they arrive: bit 0, in norm1, qkv_a's and wk's; bit 1, in
+    # latent, q_b's and wq_b's; bit 2, in absorb, o_proj's (the indexer front; 0: none).
+    l2_prefetch: int = 0
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
     # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
@@ -352,6 +356,8 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
+        if not 0 <= self.l2_prefetch < 8:
+            raise ValueError(f"l2_prefetch {self.l2_prefetch} is not a mask of bits 0-2 (norm1, latent, absorb)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
