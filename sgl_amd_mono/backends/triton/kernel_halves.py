@@ -18,7 +18,6 @@ from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
-from sgl_amd_mono.backends.triton.tile_ops import prefetch_l2
 
 
 @triton.jit
@@ -152,14 +151,13 @@ def index_attention(
         S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0, XW_O_X: tl.constexpr = 0,
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
-        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, L2PF: tl.constexpr = 0):
+        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
     embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
-    L2PF (tiles.l2_prefetch, bits): the programs with no task in norm1 / latent / absorb bring qkv_a's and wk's /
-    q_b's and wq_b's / o_proj's weights into L2 before they arrive. Returns ok."""
+    Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -178,9 +176,6 @@ def index_attention(
     attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
                     S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, xn1_ptr, True, TOKENS, input_ids_ptr,
                     err_ptr, launch_id, V, TP, emb_ptr)
-    if (L2PF & 1) and T_NORM1 < NPROG:
-        prefetch_l2(qkv_a_ptr, QKV_N * D, pid - T_NORM1, NPROG - T_NORM1)
-        prefetch_l2(wk_ptr, ID * D, pid - T_NORM1, NPROG - T_NORM1)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_NORM1, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
@@ -203,10 +198,6 @@ def index_attention(
     # nothing latent writes (the keys read wk's parts, from qkv_a): it arrives at latent and goes on, so its keys
     # overlap latent's stage too (`sync.hand_off`'s needs; q_b's hand-off covers latent for it)
     keys_apart: tl.constexpr = T_B + T_IQ + R <= NPROG
-    T_LAT: tl.constexpr = 2 * R + KS_W  # latent's tasks (its rows', weights_proj's)
-    if (L2PF & 2) and T_LAT < NPROG:
-        prefetch_l2(q_b_ptr, H * QK * QL, pid - T_LAT, NPROG - T_LAT)
-        prefetch_l2(wq_b_ptr, IH * ID * QL, pid - T_LAT, NPROG - T_LAT)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_LATENT, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE,
                   needs=(not keys_apart) | (pid < T_B + T_IQ) | (pid >= T_B + T_IQ + R))
@@ -250,9 +241,6 @@ def index_attention(
     # the indexer's stages: loaded here, their round trip inside absorb's hand-off
     lens = index.row_lengths(lengths_ptr, err_ptr, launch_id, pid, pid == 0, R, PMAX * 64, S_SCORE)
     rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
-    T_ABS: tl.constexpr = T_AB + R * (IH // IQG)  # absorb's tasks (its own, the index queries')
-    if (L2PF & 4) and T_ABS < NPROG:
-        prefetch_l2(o_proj_ptr, D * H * VH, pid - T_ABS, NPROG - T_ABS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

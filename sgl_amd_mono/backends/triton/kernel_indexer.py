@@ -41,7 +41,7 @@ def constexprs(d: LayerDims) -> dict:
             "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1], "ICOMPACT":
             int(t.index_compact),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
-            "KS_IQ": t.ks_iq, "L2PF": t.l2_prefetch}
+            "KS_IQ": t.ks_iq}
 
 
 def scalars(d: LayerDims) -> dict:
@@ -91,7 +91,7 @@ def indexer_layer_kernel(
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr,
     STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr,
     WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr, L2PF: tl.constexpr,
+    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr,
     # build options
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
@@ -131,7 +131,7 @@ def indexer_layer_kernel(
         COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,
         S_ATTN, S_W_UV, S_O_PROJ, T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0,
         TP, peers_ptr, rank,
-        S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, L2PF=L2PF)
+        S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
              dn_part_ptr, out_ptr, sync_ptr + C_DN_CNT, eps, routed_scaling,

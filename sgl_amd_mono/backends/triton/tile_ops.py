@@ -278,18 +278,3 @@ def quant_row(x_ptr, xq_ptr, xs_ptr, K: tl.constexpr):
         xs = amax / FP8_MAX
         tl.store(xq_ptr + offs, to_fp8(tl.clamp(x / xs[:, None], -FP8_MAX, FP8_MAX)))
         tl.store(xs_ptr + b * G + g, xs)
-
-
-@triton.jit
-def prefetch_l2(ptr, nbytes, part, n_parts, NT: tl.constexpr = 256):
-    """Part `part` of n_parts of the nbytes from ptr (a byte pointer, 16-byte aligned; nbytes a multiple of 16)
-    fetched into L2 without a wait: sm_90's bulk prefetch (cp.async.bulk.prefetch.L2), one range of the part a
-    thread of NT. Nothing where part is outside [0, n_parts). NVIDIA only: its callers build it by an option."""
-    per = ((nbytes + n_parts - 1) // n_parts + NT * 16 - 1) // (NT * 16) * (NT * 16)  # a multiple of 16 a thread
-    chunk = per // NT
-    off = part.to(tl.int64) * per + tl.arange(0, NT).to(tl.int64) * chunk
-    size = tl.minimum(chunk, tl.maximum(nbytes - off, 0)).to(tl.int32)
-    size = tl.where((part >= 0) & (part < n_parts), size, 0)
-    ptr = ptr.to(tl.pointer_type(tl.int8))
-    tl.inline_asm_elementwise("{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; "
-                              "mov.u32 $0, 0; }", "=r,l,r", [ptr + off, size], dtype=tl.int32, is_pure=False, pack=1)

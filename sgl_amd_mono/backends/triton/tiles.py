@@ -212,6 +212,12 @@ class Tiles:
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_warm.log): 8K 132.9 /
     # 146.7 / 166.7 / 198.6 us -> 135.0 / 148.6 / 169.1 / 200.7 (1), 135.0 / 148.5 / 169.4 / 200.8 (2); 128K 144.6 /
     # 162.8 / 200.9 / 266.5 -> 147.0 / 165.9 / 200.0 / 267.6 (1), 146.3 / 164.2 / 200.7 / 268.4 (2) (not traced).
+    # Also built and timed, slower, reverted: the front's programs with no task in a stage bulk-prefetching a later
+    # stage's weights into L2 (cp.async.bulk.prefetch.L2, a range a thread; commit 0ea701d, Tiles.l2_prefetch: 2,
+    # latent's idle programs q_b's and wq_b's; 7, also norm1's qkv_a's and wk's and absorb's o_proj's). H200, one
+    # process, rows 1 / 2 / 4 / 8 (results/indexer15_h200_time_specs_l2_prefetch.log): defaults 8K 132.0 / 146.1 /
+    # 164.9 / 197.8 us, 128K 143.3 / 161.6 / 198.2 / 266.6; 2: 133.6 / 146.9 / 166.7 / 198.6, 143.4 / 164.0 / 198.1 /
+    # 267.7; 7: 135.1 / 148.2 / 173.3 / 206.6, 145.2 / 167.4 / 206.1 / 274.6.
     # Also built and timed, not taken, reverted: emit scanning a slice of at least index_emit_scan keys that many a
     # step, a shorter one index_scan a step (commit c2f4ffe: both widths built, chosen a task by its slice). H200, one
     # process, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_emit_scan.log): defaults 8K 132.9 / 147.1 / 167.1
@@ -266,10 +272,6 @@ class Tiles:
     # (results/time_layers_h200_preload.txt): slower, 117.2 / 122.6 / 152.2 / 186.5 us vs 111.2 / 117.7 / 146.3
     # / 181.9 at 1 / 2 / 4 / 8 rows (255 registers; the stages before the waits slowed); checks pass with it.
     preload: bool = False
-    # l2_prefetch (sm_90 only; bits): the programs with no task in a stage bring a later stage's weights into L2
-    # (`tile_ops.prefetch_l2`, split between them) before they arrive: bit 0, in norm1, qkv_a's and wk's; bit 1, in
-    # latent, q_b's and wq_b's; bit 2, in absorb, o_proj's (the indexer front; 0: none).
-    l2_prefetch: int = 0
     progs_per_sm: int = VARIANTS[DEFAULT_VARIANT]["progs_per_sm"]
     warps: int = 0  # 0: NUM_WARPS // progs_per_sm (the NVIDIA build); else num_warps at one program a CU
     # AMD-only compile options (0 = not passed, the backend's default); never set on NVIDIA builds
@@ -356,8 +358,6 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
-        if not 0 <= self.l2_prefetch < 8:
-            raise ValueError(f"l2_prefetch {self.l2_prefetch} is not a mask of bits 0-2 (norm1, latent, absorb)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:
