@@ -46,6 +46,8 @@ CASES = {
     "w3_index_sel_atomics_one": (3, torch.bfloat16, "index_sel_atomics=1,index_atomics=0"),
     "w3_index_digits3": (3, torch.bfloat16, "index_digits=3,index_atomics=2"),
     "w3_index_compact": (3, torch.bfloat16, "index_compact=1"),
+    "w3_index_page_chunk1": (3, torch.bfloat16, "index_page_chunk=1"),
+    "w3_index_page_chunk4": (3, torch.bfloat16, "index_page_chunk=4"),
 }
 
 

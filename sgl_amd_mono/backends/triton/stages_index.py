@@ -266,17 +266,39 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
     for every copy at the step's start: their load overlaps no work.
     AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
     a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
-    (results/indexer8_score_loop_ttgir_cpu.txt)."""
+    (results/indexer8_score_loop_ttgir_cpu.txt).
+    PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
+    chunk's while this one is scored) and each step's picked from them in registers (tl.gather), so that no key
+    address waits on a load inside the pipelined loop: the loop alone at 8192 keys a program with its page ids a
+    step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
+    if PCH > 0:
+        CK: tl.constexpr = PCH * IBLK  # keys a chunk
+        pj = tl.arange(0, PCH * (IBLK // PAGE))  # a chunk's pages
+        pc = tl.load(pt + s0 // PAGE + pj, mask=s0 + pj * PAGE < s1, other=0)
+        for c0 in tl.range(s0, s1, CK, num_stages=1):  # chunks: never pipelined
+            pc_next = tl.load(pt + (c0 + CK) // PAGE + pj, mask=c0 + CK + pj * PAGE < s1, other=0)
+            for t0 in tl.range(c0, tl.minimum(c0 + CK, s1), IBLK, num_stages=PIPE):
+                tt = t0 + blk
+                k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0), tt,
+                                  s1, dims)
+                sc = block_scores(q0, hw0, k, ks, SWAP)
+                tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
+                if HIST:
+                    hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
+                    if not ATOM:
+                        h0 += hj
+            pc = pc_next
+        return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
     if AHEAD:
         page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
     for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
@@ -301,7 +323,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8):
+          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -313,8 +335,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     digit 0 counted by one atomic a key straight into hist0 (`score_keys`), not a register histogram added once a
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
     copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`).
-    AHEAD: the pipelined loop's page ids a step ahead (`score_pipelined`). W0: digit 0's bits (8, or 12 with
-    ATOM: the table's radix_digits)."""
+    AHEAD: the pipelined loop's page ids a step ahead, PCH: a chunk of PCH steps' at once (`score_pipelined`).
+    W0: digit 0's bits (8, or 12 with ATOM: the table's radix_digits)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     NB0: tl.constexpr = 1 << W0
     parity = epoch & 1
@@ -343,11 +365,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0)
+                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr, ATOM, AHEAD)
+                                            hist_ptr, ATOM, AHEAD, 8, PCH)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,

@@ -193,6 +193,10 @@ class Tiles:
     # 135.1 / 169.0 / 201.2 (no 8K row listed: the second path's cost to the build, or one run's noise), 128K 145.7
     # / 199.8 / 267.9 -> 148.0 / 198.2 / 263.8. Not taken.
     index_compact: bool = False
+    # index_page_chunk: a decode request's pipelined score loop (index_pipe) takes its slice in chunks of this many
+    # steps, a chunk's page ids loaded at once (`stages_index.score_pipelined`); 0: a step's page ids a step ahead
+    # (index_ahead) or in the step.
+    index_page_chunk: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -358,6 +362,9 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
+        if self.index_page_chunk < 0 or self.index_page_chunk & (self.index_page_chunk - 1):
+            raise ValueError(f"index_page_chunk {self.index_page_chunk} is neither 0 nor a power of two (steps a "
+                             "chunk of the score loop's page ids)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:

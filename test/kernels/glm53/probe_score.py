@@ -5,6 +5,7 @@ python test/kernels/glm53/probe_score.py --sass          # CPU: the loop body's 
 python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of 132 programs, a slice each
 python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1,1  # chosen variants and steps
 python test/kernels/glm53/probe_score.py --iblk 256 64 --variants 1,1,3,1,1,16 --tma 3 4  # and the TMA loop
+python test/kernels/glm53/probe_score.py --iblk 256 --variants 0,1,3,0,1 --lookahead 0,3 1,3 2,3 2,4 3,4  # page ids
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or
 swapped (SWAP), prefetched by hand or software-pipelined by Triton (PIPE: `stages_index.score_pipelined` itself),
@@ -37,11 +38,11 @@ IH, ID, PAGE = 32, 128, 64
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
                  HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
-                 AHEAD: tl.constexpr, COPIES: tl.constexpr = 1):
+                 AHEAD: tl.constexpr, COPIES: tl.constexpr = 1, PCH: tl.constexpr = 0):
     """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
     next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
     the loads inside the loop, software-pipelined by Triton over PIPE stages. ATOM: into copy pid % COPIES of the
-    histogram (256 bins each)."""
+    histogram (256 bins each). PCH: the pipelined loop's page ids a chunk of PCH steps at once."""
     pid = tl.program_id(0)
     hist_ptr += (pid % COPIES) * 256
     heads = tl.arange(0, IH)
@@ -66,7 +67,7 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             k, ks = k_next, ks_next
     else:  # the launch's own loop (its row's histogram at hist_ptr)
         h = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, h,
-                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD)
+                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD, 8, PCH)
     if not ATOM:
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
@@ -121,6 +122,45 @@ def _tma_page(desc, q0, hw0, index_k_cache_ptr, out_ptr, hist_ptr, page, keys, I
         tl.atomic_add(hist_ptr + (index.order_key(sc) >> 24).to(tl.int32), 1, sem="relaxed")
 
 
+@triton.jit
+def _score_probe_lookahead(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr,
+                           n_keys, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PIPE: tl.constexpr,
+                           LA: tl.constexpr):
+    """The pipelined score loop (swapped dots, digit 0 not counted) with its page ids loaded LA steps ahead (1, as
+    `stages_index.score_pipelined` with AHEAD; 2 or 3: carried through as many registers), or none loaded (LA 0:
+    the pages in order, page = key // 64, so no key address waits on a load)."""
+    pid = tl.program_id(0)
+    heads = tl.arange(0, IH)
+    dims = tl.arange(0, ID)
+    blk = tl.arange(0, IBLK)
+    s0 = pid * n_keys
+    s1 = s0 + n_keys
+    q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
+    hw0 = tl.load(head_w_ptr + heads)
+    p1 = tl.load(page_table_ptr + (s0 + blk) // 64, mask=s0 + blk < s1, other=0)
+    p2 = tl.load(page_table_ptr + (s0 + IBLK + blk) // 64, mask=s0 + IBLK + blk < s1, other=0)
+    p3 = tl.load(page_table_ptr + (s0 + 2 * IBLK + blk) // 64, mask=s0 + 2 * IBLK + blk < s1, other=0)
+    for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+        tt = t0 + blk
+        if LA == 0:
+            page = tt // 64
+        else:
+            page = p1
+        k, ks = index.key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+        nxt = tt + LA * IBLK
+        if LA == 1:
+            p1 = tl.load(page_table_ptr + nxt // 64, mask=nxt < s1, other=0)
+        if LA == 2:
+            p1 = p2
+            p2 = tl.load(page_table_ptr + nxt // 64, mask=nxt < s1, other=0)
+        if LA == 3:
+            p1 = p2
+            p2 = p3
+            p3 = tl.load(page_table_ptr + nxt // 64, mask=nxt < s1, other=0)
+        sc = index.block_scores(q0, hw0, k, ks, True)
+        tl.store(scores_ptr + tt, sc, mask=tt < s1)
+
+
 # (HIST, SWAP, PIPE, ATOM, AHEAD)
 VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (False, True, 0, False, False),
             (True, True, 0, False, False), (True, True, 3, False, False), (True, False, 3, False, False),
@@ -129,11 +169,11 @@ VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (Fa
 
 
 def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
-         ahead: bool = False, copies: int = 1) -> tuple[dict, dict]:
+         ahead: bool = False, copies: int = 1, pch: int = 0) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
            "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
     consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom,
-              "AHEAD": ahead, "COPIES": copies}
+              "AHEAD": ahead, "COPIES": copies, "PCH": pch}
     return sig, consts
 
 
@@ -185,6 +225,10 @@ def main():
     p.add_argument("--tma", type=int, nargs="*", default=None,
                    help="also time the TMA loop (`_score_probe_tma`, 4 pages a step, then 1) at these pipeline depths, "
                         "digit 0 by atomics in 16 copies and not counted")
+    p.add_argument("--page-chunk", type=int, nargs="+", default=[0],
+                   help="the pipelined variants also with their page ids this many steps at once (0: as the variant)")
+    p.add_argument("--lookahead", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
+                   help="also time `_score_probe_lookahead` at these LA,PIPE pairs (e.g. 0,3 2,4)")
     p.add_argument("--variants", nargs="+", default=None,
                    help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
     a = p.parse_args()
@@ -207,16 +251,24 @@ def main():
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256 * nprog, dtype=torch.int32, device="cuda")
-        for h, sw, pipe, atom, ahead, *more in variants:
+        for (h, sw, pipe, atom, ahead, *more), pch in ((v, c) for v in variants for c in a.page_chunk):
             copies = more[0] if more else 1
+            if pch and not pipe:
+                continue
 
-            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies):
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies, pch=pch):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
                                        IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead,
-                                       COPIES=copies, num_warps=8)
+                                       COPIES=copies, PCH=pch, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
-                    f"AHEAD={ahead} COPIES={copies}")
+                    f"AHEAD={ahead} COPIES={copies}{f' page ids {pch} steps at once' if pch else ''}")
             _report(name, fn, keys * nprog)
+        for la, pipe in a.lookahead:
+            def fn(la=la, pipe=pipe):
+                _score_probe_lookahead[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, keys, IBLK=iblk, IH=IH,
+                                                 ID=ID, PIPE=pipe, LA=la, num_warps=8)
+            _report(f"keys {keys} a program, {nprog} programs, IBLK={iblk} page ids {la} step(s) ahead"
+                    f"{' (none: pages in order)' if la == 0 else ''} PIPE={pipe}", fn, keys * nprog)
         if a.tma is None or iblk != a.iblk[0]:
             continue
         ref = scores.clone()  # the last variant's scores: the TMA loop's are compared with them
