@@ -195,7 +195,14 @@ class Tiles:
     index_compact: bool = False
     # index_page_chunk: a decode request's pipelined score loop (index_pipe) takes its slice in chunks of this many
     # steps, a chunk's page ids loaded at once (`stages_index.score_pipelined`); 0: a step's page ids a step ahead
-    # (index_ahead) or in the step.
+    # (index_ahead) or in the step. The loop alone (results/indexer15_h200_probe_score_page_chunk.log, 8192 keys a
+    # program, digit 0 not counted): 47.3 us -> 42.8 with 32 (3.0 -> 3.3 TB/s; with no page id loaded at all, the
+    # pages in order, 39.7: results/indexer15_h200_probe_score_lookahead.log); counting digit 0 in 16 copies, 62.1 ->
+    # 61.7. In the launch the score stage gains about 1 us (traced at 128K 4 / 8 rows, results/indexer15_h200_trace_128k_*).
+    # Trees alternated, 32 against 0 (results/indexer15_h200_ab_page_chunk.log, means of two runs, rows 1 / 2 / 4 /
+    # 8): 8K 131.5 / 145.1 / 164.9 / 197.7 -> 132.2 / 145.6 / 164.6 / 197.7 us, 128K 143.2 / 161.6 / 198.3 / 265.3 ->
+    # 142.7 / 161.1 / 197.3 / 264.5; its check_layer passes (results/indexer15_h200_check_layer_page_chunk.log).
+    # Mixed (0.7 us lost at 8K 1 row, where the target is missed; under 1 us gained at 128K): not taken.
     index_page_chunk: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
