@@ -263,6 +263,21 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 
 
 @triton.jit
+def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST: tl.constexpr, LS: tl.constexpr,
+              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr):
+    """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
+    (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM). Returns
+    h0."""
+    sc = block_scores(q0, hw0, k, ks, SWAP)
+    tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
+    if HIST:
+        hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
+        if not ATOM:
+            h0 += hj
+    return h0
+
+
+@triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
@@ -291,12 +306,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                 tt = t0 + blk
                 k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0), tt,
                                   s1, dims)
-                sc = block_scores(q0, hw0, k, ks, SWAP)
-                tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
-                if HIST:
-                    hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
-                    if not ATOM:
-                        h0 += hj
+                h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
         return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
     if AHEAD:
@@ -308,12 +318,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
         if AHEAD:
             page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
-        sc = block_scores(q0, hw0, k, ks, SWAP)
-        tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
-        if HIST:
-            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
-            if not ATOM:
-                h0 += hj
+        h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
 
 

@@ -35,6 +35,15 @@ IH, ID, PAGE = 32, 128, 64
 
 
 @triton.jit
+def _program_row(iq_ptr, head_w_ptr, n_keys, IH: tl.constexpr, ID: tl.constexpr):
+    """This program's (query, head weights, first key, end key): keys [pid n_keys, (pid + 1) n_keys) of one row."""
+    heads = tl.arange(0, IH)
+    s0 = tl.program_id(0) * n_keys
+    return (tl.load(iq_ptr + heads[:, None] * ID + tl.arange(0, ID)[None, :]), tl.load(head_w_ptr + heads), s0,
+            s0 + n_keys)
+
+
+@triton.jit
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
                  HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
@@ -45,13 +54,9 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
     histogram (256 bins each). PCH: the pipelined loop's page ids a chunk of PCH steps at once."""
     pid = tl.program_id(0)
     hist_ptr += (pid % COPIES) * 256
-    heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
-    s0 = pid * n_keys
-    s1 = s0 + n_keys
-    q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
-    hw0 = tl.load(head_w_ptr + heads)
+    q0, hw0, s0, s1 = _program_row(iq_ptr, head_w_ptr, n_keys, IH, ID)
     h = tl.zeros((16, 256), dtype=tl.int32)
     if PIPE == 0:
         tn = s0 + blk
@@ -129,14 +134,9 @@ def _score_probe_lookahead(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k
     """The pipelined score loop (swapped dots, digit 0 not counted) with its page ids loaded LA steps ahead (1, as
     `stages_index.score_pipelined` with AHEAD; 2 or 3: carried through as many registers), or none loaded (LA 0:
     the pages in order, page = key // 64, so no key address waits on a load)."""
-    pid = tl.program_id(0)
-    heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
-    s0 = pid * n_keys
-    s1 = s0 + n_keys
-    q0 = tl.load(iq_ptr + heads[:, None] * ID + dims[None, :])
-    hw0 = tl.load(head_w_ptr + heads)
+    q0, hw0, s0, s1 = _program_row(iq_ptr, head_w_ptr, n_keys, IH, ID)
     p1 = tl.load(page_table_ptr + (s0 + blk) // 64, mask=s0 + blk < s1, other=0)
     p2 = tl.load(page_table_ptr + (s0 + IBLK + blk) // 64, mask=s0 + IBLK + blk < s1, other=0)
     p3 = tl.load(page_table_ptr + (s0 + 2 * IBLK + blk) // 64, mask=s0 + 2 * IBLK + blk < s1, other=0)
