@@ -308,17 +308,17 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                                   s1, dims)
                 h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
-        return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
-    if AHEAD:
-        page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
-    for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
-        tt = t0 + blk
-        if not AHEAD:
-            page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
-        k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+    else:
         if AHEAD:
-            page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
-        h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
+            page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
+        for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+            tt = t0 + blk
+            if not AHEAD:
+                page = tl.load(pt + tt // PAGE, mask=tt < s1, other=0)
+            k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
+            if AHEAD:
+                page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
+            h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
 
 
