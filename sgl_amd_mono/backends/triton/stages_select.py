@@ -23,7 +23,8 @@ and Triton's histogram costs grow with its bins.)
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
+from sgl_amd_mono.backends.triton.stages_index import (BINS, PAGE, load_scores, order_key, scan_positions, slice_of,
+                                                     zero_other_parity)
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 
@@ -137,7 +138,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
     ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = tl.arange(0, ISCAN)
+    blk = scan_positions(ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -260,9 +261,16 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
 
 
 @triton.jit
-def _max_pair(a0, a1, b0, b1):
-    """tl.reduce's combine of two values at once: each one's max."""
-    return tl.maximum(a0, b0), tl.maximum(a1, b1)
+def dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP: tl.constexpr):
+    """The furthest list entry outside [0, KTOP) that an emit task's slice would have put (+1; 0: none), from its
+    counts before and after its scan: its keys above the threshold went to entries [n_above0, n_above), those at
+    it to KTOP - need + [n_at0, min(n_at, need)). Only counts that disagree with the threshold (a bug) give one;
+    the scan's stores dropped it."""
+    put_above = n_above > n_above0
+    first_at = KTOP - need + n_at0
+    worst = tl.where(put_above & (n_above > KTOP), n_above, 0)  # the last entry n_above - 1, +1
+    worst = tl.maximum(worst, tl.where(put_above & (n_above0 < 0), 1 - n_above0, 0))
+    return tl.maximum(worst, tl.where((tl.minimum(n_at, need) > n_at0) & (first_at < 0), 1 - first_at, 0))
 
 
 @triton.jit
@@ -283,7 +291,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = tl.arange(0, ISCAN)
+    blk = scan_positions(ISCAN)
     sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -311,6 +319,8 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
                                      cache_modifier=".cg"), axis=0)
             n_at = tl.sum(at_or_above, axis=0) - n_above
+            n_above0 = n_above
+            n_at0 = n_at
             for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                 tt = t0 + blk
                 valid = tt < s1
@@ -332,11 +342,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
                 take_at = is_at & (rank_at < need)
                 dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
                 put = is_above | take_at
-                oob = put & ((dest < 0) | (dest >= KTOP))
-                # the block's counts and its worst entry outside the list (+1; 0: none) in one reduction
-                counts, worst = tl.reduce((both, tl.where(oob, tl.abs(dest) + 1, 0)), 0, _max_pair)
-                if worst > 0:  # counts and threshold disagree: never write past the row's list
-                    report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+                counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
                 if LIST:
                     slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
                 else:
@@ -346,3 +352,8 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
                 n_at += counts >> 16
                 x = x_next
                 page = page_next
+            # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
+            # its instructions (sm_90)
+            worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
+            if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
+                report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
