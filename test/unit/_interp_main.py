@@ -48,8 +48,6 @@ CASES = {
     "w3_index_compact": (3, torch.bfloat16, "index_compact=1"),
     "w3_index_page_chunk1": (3, torch.bfloat16, "index_page_chunk=1"),
     "w3_index_page_chunk4": (3, torch.bfloat16, "index_page_chunk=4"),
-    "w1_index_scan_long": (1, torch.bfloat16, "index_scan=64,index_scan_long=128,index_long_keys=128"),
-    "w3_index_scan_long": (3, torch.bfloat16, "index_scan=64,index_scan_long=128,index_long_keys=128"),
 }
 
 

@@ -87,9 +87,7 @@ def test_index_score_options_change_no_bit():
 @pytest.mark.parametrize("kind, case", [("indexer", c) for c in (
     "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_behind",
     "w3_index_ahead_pipe4", "w3_ks_w1", "w3_index_sel_atomics", "w3_index_sel_atomics_one", "w3_index_digits3",
-    "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w1_index_scan_long", "w3_index_scan_long")]
-    + [("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                              "w3_index_scan_long")])
+    "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4")] + [("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -103,9 +101,7 @@ def test_index_atomics_change_no_bit(kind, case):
     other output unchanged, the same bits. sel2 listing each slice's keys at or above its prefix for sel3 and emit
     (index_compact): the same counts and list, the same bits. The pipelined score loop's page ids a chunk at once
     (index_page_chunk 1: a chunk a step, so a slice of several chunks; 4: one chunk past the slice's end): the same
-    keys, the same bits. The select's scans 64 keys a step and slices of 128 keys or more 128 a step
-    (index_scan=64, index_scan_long=128, index_long_keys=128; at 1 row the 300-key row's slices of 128, 128 and 44
-    keys take both widths): the same counts and list, the same bits."""
+    keys, the same bits."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

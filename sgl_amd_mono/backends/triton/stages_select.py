@@ -110,74 +110,12 @@ def key_of(x, FROM_LIST: tl.constexpr):
 
 
 @triton.jit
-def digit_slice(scores_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, parity, t, r, rlen, s0, s1,
-                HI: tl.constexpr, W: tl.constexpr, WP: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-                PMAX: tl.constexpr, NSL: tl.constexpr, HCP: tl.constexpr, HCO: tl.constexpr, ATOMS: tl.constexpr,
-                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, STEP: tl.constexpr):
-    """`select_digit`'s task t (row r of rlen keys, its slice [s0, s1)) scanning STEP keys a step."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    NB: tl.constexpr = 1 << W
-    LAST: tl.constexpr = HI + W == 32
-    blk = scan_positions(STEP)
-    bins = tl.arange(0, BINS)
-    src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
-    # issued before the histograms are read (a list's first step too: up to the slice's end, before its
-    # length is known; the keys past it are masked where used)
-    x = load_step(src, s0 + blk, s1, LIST == 2)
-    if LIST == 2:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-    need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
-                                1 << WP)
-    hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
-    keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
-    h = tl.zeros((BINS,), dtype=tl.int32)
-    above = rlen * 0  # keys above the prefix (the last digit's counts)
-    listed = rlen * 0  # LIST == 1: keys listed so far
-    for t0 in tl.range(s0, s1, STEP, num_stages=1):  # prefetched by hand, a block ahead
-        tt = t0 + blk
-        x_next = load_step(src, tt + STEP, s1, LIST == 2)
-        u = key_of(x, LIST == 2)
-        high = (u >> (32 - HI)).to(tl.int64)
-        hit = (tt < s1) & (high == prefix)
-        digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
-        # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
-        do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
-        if ATOMS:
-            tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
-        elif HI > WP:  # past digit 1
-            if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
-                both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
-                above += both & 65535
-                do_hist = (both >> 16) > 0
-            else:
-                do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
-        if do_hist:
-            h += tl.histogram(digit, BINS, mask=hit)
-        if LIST == 1:  # the keys at or above the prefix, in order from the slice's start
-            keep = (tt < s1) & (high >= prefix)
-            at = tl.cumsum(keep.to(tl.int32), axis=0)  # inclusive: its max is the step's count
-            dst = r * SCOL + s0 + listed + at - 1
-            tl.store(cand_pos_ptr + dst, tt, mask=keep)
-            tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep)
-            listed += tl.max(at, axis=0)
-        x = x_next
-    if not ATOMS:
-        tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
-    if LIST == 1:
-        tl.store(ncand_ptr + t, listed)
-    if LAST:
-        tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
-        tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
-
-
-@triton.jit
 def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch,
                  pid, ok, task_count_ptr, S: tl.constexpr, HI: tl.constexpr, W: tl.constexpr, WP: tl.constexpr,
                  R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
-                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0,
-                 ISCAN_L: tl.constexpr = 0, LONGK: tl.constexpr = 0):
+                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -190,35 +128,72 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     -1 (emit writes over it). LIST (tiles.index_compact): 1, the slice's keys at or above the prefix found here
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
     count at ncand[t]; 2, the scan reads that list instead of the slice's scores (a key below that prefix is below
-    every later one, so the same counts). A slice scans ISCAN keys a step, one of at least LONGK keys ISCAN_L
-    (tiles.index_scan_long; 0: every slice ISCAN): both widths built (`digit_slice`), the same counts.
+    every later one, so the same counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
+    SCOL: tl.constexpr = PMAX * PAGE
     NB: tl.constexpr = 1 << W
     LAST: tl.constexpr = HI + W == 32
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
     ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = scan_positions(ISCAN)
+    bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            if ISCAN_L > 0:  # the long slices' wider steps
-                if s1 - s0 >= LONGK:
-                    digit_slice(scores_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, parity, t, r,
-                                rlen, s0, s1, HI, W, WP, R, KTOP, PMAX, NSL, HCP, HCO, ATOMS, cand_pos_ptr,
-                                cand_key_ptr, ncand_ptr, LIST, ISCAN_L)
-                else:
-                    digit_slice(scores_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, parity, t, r,
-                                rlen, s0, s1, HI, W, WP, R, KTOP, PMAX, NSL, HCP, HCO, ATOMS, cand_pos_ptr,
-                                cand_key_ptr, ncand_ptr, LIST, ISCAN)
-            else:
-                digit_slice(scores_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, parity, t, r,
-                            rlen, s0, s1, HI, W, WP, R, KTOP, PMAX, NSL, HCP, HCO, ATOMS, cand_pos_ptr,
-                            cand_key_ptr, ncand_ptr, LIST, ISCAN)
+            src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
+            # issued before the histograms are read (a list's first step too: up to the slice's end, before its
+            # length is known; the keys past it are masked where used)
+            x = load_step(src, s0 + blk, s1, LIST == 2)
+            if LIST == 2:
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+            need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
+                                        1 << WP)
+            hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
+            keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
+            h = tl.zeros((BINS,), dtype=tl.int32)
+            above = rlen * 0  # keys above the prefix (the last digit's counts)
+            listed = rlen * 0  # LIST == 1: keys listed so far
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                x_next = load_step(src, tt + ISCAN, s1, LIST == 2)
+                u = key_of(x, LIST == 2)
+                high = (u >> (32 - HI)).to(tl.int64)
+                hit = (tt < s1) & (high == prefix)
+                digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
+                # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
+                do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
+                if ATOMS:
+                    tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
+                elif HI > WP:  # past digit 1
+                    if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                        both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                        above += both & 65535
+                        do_hist = (both >> 16) > 0
+                    else:
+                        do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
+                if do_hist:
+                    h += tl.histogram(digit, BINS, mask=hit)
+                if LIST == 1:  # the keys at or above the prefix, in order from the slice's start
+                    keep = (tt < s1) & (high >= prefix)
+                    at = tl.cumsum(keep.to(tl.int32), axis=0)  # inclusive: its max is the step's count
+                    dst = r * SCOL + s0 + listed + at - 1
+                    tl.store(cand_pos_ptr + dst, tt, mask=keep)
+                    tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep)
+                    listed += tl.max(at, axis=0)
+                x = x_next
+            if not ATOMS:
+                tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
+            if LIST == 1:
+                tl.store(ncand_ptr + t, listed)
+            if LAST:
+                tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
+                tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
     if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
         for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
@@ -299,79 +274,11 @@ def dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP: tl.constexpr):
 
 
 @triton.jit
-def emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id, parity, pid, t,
-               r, s, s0, s1, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
-               NSL: tl.constexpr, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, STEP: tl.constexpr):
-    """`emit`'s task t (row r, its slice s: keys [s0, s1)) scanning STEP keys a step."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    blk = scan_positions(STEP)
-    sls = tl.arange(0, NSL)
-    # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
-    # positions)
-    # (a list's first step up to the slice's end, before its length is known: past it masked where used)
-    if LIST:
-        src = cand_key_ptr + r * SCOL
-        page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
-    else:
-        src = scores_ptr + r * SCOL
-        page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-    x = load_step(src, s0 + blk, s1, LIST)
-    if LIST:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
-    d = (thr & 255).to(tl.int32)
-    before = sls < s
-    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0,
-                          cache_modifier=".cg")
-    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
-                             cache_modifier=".cg"), axis=0)
-    n_at = tl.sum(at_or_above, axis=0) - n_above
-    n_above0 = n_above
-    n_at0 = n_at
-    for t0 in tl.range(s0, s1, STEP, num_stages=1):  # prefetched by hand, a block ahead
-        tt = t0 + blk
-        valid = tt < s1
-        x_next = load_step(src, tt + STEP, s1, LIST)
-        if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
-            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + STEP, mask=tt + STEP < s1, other=0,
-                                cache_modifier=".cg")
-        else:
-            page_next = tl.load(page_table_ptr + r * PMAX + (tt + STEP) // PAGE, mask=tt + STEP < s1,
-                                other=0)
-        u = key_of(x, LIST).to(tl.int64)
-        is_above = valid & (u > thr)
-        is_at = valid & (u == thr)
-        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
-        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
-        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-        rank_above = n_above + (both & 65535) - 1
-        rank_at = n_at + (both >> 16) - 1
-        take_at = is_at & (rank_at < need)
-        dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-        put = is_above | take_at
-        counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
-        if LIST:
-            slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
-        else:
-            slot = page * PAGE + tt % PAGE
-        tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
-        n_above += counts & 65535
-        n_at += counts >> 16
-        x = x_next
-        page = page_next
-    # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
-    # its instructions (sm_90)
-    worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
-    if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
-        report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
-
-
-@triton.jit
 def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, ISCAN_L: tl.constexpr = 0, LONGK: tl.constexpr = 0):
+         ncand_ptr=None, LIST: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -380,10 +287,12 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
-    its scores. A slice scans ISCAN keys a step, one of at least LONGK keys ISCAN_L (0: every slice ISCAN): both
-    widths built (`emit_slice`), the same list."""
+    its scores."""
+    SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    blk = scan_positions(ISCAN)
+    sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
@@ -391,16 +300,60 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            if ISCAN_L > 0:  # the long slices' wider steps
-                if s1 - s0 >= LONGK:
-                    emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                               parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, cand_pos_ptr, cand_key_ptr,
-                               ncand_ptr, LIST, ISCAN_L)
-                else:
-                    emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                               parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, cand_pos_ptr, cand_key_ptr,
-                               ncand_ptr, LIST, ISCAN)
+            # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
+            # positions)
+            # (a list's first step up to the slice's end, before its length is known: past it masked where used)
+            if LIST:
+                src = cand_key_ptr + r * SCOL
+                page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
             else:
-                emit_slice(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                           parity, pid, t, r, s, s0, s1, S, R, KTOP, PMAX, NSL, cand_pos_ptr, cand_key_ptr,
-                           ncand_ptr, LIST, ISCAN)
+                src = scores_ptr + r * SCOL
+                page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+            x = load_step(src, s0 + blk, s1, LIST)
+            if LIST:
+                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+            d = (thr & 255).to(tl.int32)
+            before = sls < s
+            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                                     cache_modifier=".cg"), axis=0)
+            n_at = tl.sum(at_or_above, axis=0) - n_above
+            n_above0 = n_above
+            n_at0 = n_at
+            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                tt = t0 + blk
+                valid = tt < s1
+                x_next = load_step(src, tt + ISCAN, s1, LIST)
+                if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
+                    page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
+                                        cache_modifier=".cg")
+                else:
+                    page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
+                                        other=0)
+                u = key_of(x, LIST).to(tl.int64)
+                is_above = valid & (u > thr)
+                is_at = valid & (u == thr)
+                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+                rank_above = n_above + (both & 65535) - 1
+                rank_at = n_at + (both >> 16) - 1
+                take_at = is_at & (rank_at < need)
+                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+                put = is_above | take_at
+                counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
+                if LIST:
+                    slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
+                else:
+                    slot = page * PAGE + tt % PAGE
+                tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+                n_above += counts & 65535
+                n_at += counts >> 16
+                x = x_next
+                page = page_next
+            # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
+            # its instructions (sm_90)
+            worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
+            if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
+                report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)

@@ -86,17 +86,7 @@ class Tiles:
     # 298.3 -> 148.1 / 297.0 (q_b in 64-column tiles of 4 parts with wq_b in 4 parts: 5-6 us slower).
     index_slices: int = 128
     index_block: int = 256  # (below, index_atomics)
-    index_scan: int = 256
-    # index_scan_long: each select stage (sel1 - emit) scans a slice of at least index_long_keys keys this many a
-    # step (0: every slice index_scan a step): both widths built, chosen a task by its slice (`stages_select`'s
-    # digit_slice and emit_slice). One process on the H200, TP8, a decode row a request, rows 1 / 2 / 4 / 8
-    # (results/indexer16_h200_time_specs_scan.log, commit 23acc81, one width for every slice): index_scan 512 8K
-    # 131.9 / 144.9 / 164.4 / 198.1 us, 128K 143.6 / 160.7 / 194.6 / 261.6; 256 130.1 / 142.6 / 162.4 / 196.3,
-    # 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4, 145.2 / 163.2 / 193.0 / 256.9. The
-    # short slices (8K: 64-512 keys; 128K 1 row: 1024) fastest at 256, the long ones (128K 4 / 8 rows: 4096 / 8192)
-    # at 1024; 128K 2 rows (2048) within 0.2 us at 256 and 512.
-    index_scan_long: int = 1024
-    index_long_keys: int = 4096
+    index_scan: int = 512
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
     # registers (`stages_select.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
     # takes it (rows of at most top-k keys are listed by one task either way, and a launch with no sliced row skips
@@ -372,13 +362,6 @@ class Tiles:
         if self.index_scan < 64 or self.index_scan & (self.index_scan - 1) or self.index_scan > 32768:
             raise ValueError(f"index_scan {self.index_scan} is not a power of two from 64 to 32768 (the last digit's "
                              "stage sums a block's hits and keys above in 16 bits each)")
-        if self.index_scan_long and (self.index_scan_long <= self.index_scan or self.index_scan_long > 32768
-                                     or self.index_scan_long & (self.index_scan_long - 1)):
-            raise ValueError(f"index_scan_long {self.index_scan_long} is neither 0 nor a power of two above index_scan "
-                             f"({self.index_scan}) up to 32768 (a step's counts: 16 bits each)")
-        if self.index_scan_long and self.index_long_keys < 1:
-            raise ValueError(f"index_long_keys {self.index_long_keys} is not a positive count (the keys of a slice "
-                             "that scans index_scan_long keys a step)")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
         if self.index_atomics < 0 or self.index_atomics & (self.index_atomics - 1) or self.index_atomics > 64:
