@@ -168,16 +168,6 @@ def slice_of(n, s, n_slices, IBLK: tl.constexpr):
 
 
 @triton.jit
-def scan_positions(n: tl.constexpr):
-    """tl.arange(0, n) for a selection scan's step, marked as not contiguous, so that the step's loads get the layout
-    its scattered atomics and stores have (an element a thread at a time): with the arange's contiguity Triton gives
-    the loads 2-4 elements a thread and converts each step's atomic or store pointers and masks to the scattered
-    layout through shared memory, 4-6 barriers a step (sm_90 AOT: sel1's step 4 -> 0, emit's 13 -> 4 with
-    `stages_select.dropped_entry`)."""
-    return tl.max_contiguous(tl.arange(0, n), 1)
-
-
-@triton.jit
 def load_scores(scores_ptr, tt, end):
     """A row's scores at positions tt below end (0.0 elsewhere, masked out by the callers), from L2."""
     return tl.load(scores_ptr + tt, mask=tt < end, other=0.0, cache_modifier=".cg")

@@ -23,8 +23,7 @@ and Triton's histogram costs grow with its bins.)
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.stages_index import (BINS, PAGE, load_scores, order_key, scan_positions, slice_of,
-                                                     zero_other_parity)
+from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 
@@ -138,7 +137,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
     ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = scan_positions(ISCAN)
+    blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
@@ -291,7 +290,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = scan_positions(ISCAN)
+    blk = tl.arange(0, ISCAN)
     sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
