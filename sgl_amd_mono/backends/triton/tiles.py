@@ -211,6 +211,19 @@ class Tiles:
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer12_h200_time_specs_unvec.log): 8K 133.0 /
     # 147.5 / 167.7 / 199.8 us -> 134.2 / 147.0 / 167.5 / 198.8, 128K 143.0 / 163.5 / 199.8 / 267.7 -> 143.7 / 164.9 /
     # 199.2 / 267.8; traced at 8K (results/indexer12_h200_trace_unvec.log), each select stage within 0.3 us of before.
+    # Built again with emit's dropped-entry check moved out of its step (commit 23acc81; emit's step 402 -> 212
+    # instructions, 13 -> 4 barriers): trees alternated against that check alone (f40c531) and the code before
+    # (results/indexer16_h200_ab_three_trees.log), rows 1 / 2 / 4 / 8: 8K 133.5 / 147.3 / 166.6 / 199.1 us (before),
+    # 134.1 / 147.2 / 166.7 / 198.7 (both), 134.0 / 147.2 / 165.6 / 198.8 (the check alone); 128K 144.7 / 163.2 /
+    # 200.3 / 266.6, 142.8 / 162.1 / 198.0 / 262.4, 144.4 / 161.6 / 197.0 / 262.5: the check taken, the layout not.
+    # Also timed, not taken: index_scan one width for every slice, one process (results/indexer16_h200_time_specs_scan
+    # .log, at 23acc81), rows 1 / 2 / 4 / 8: 512 8K 131.9 / 144.9 / 164.4 / 198.1 us, 128K 143.6 / 160.7 / 194.6 /
+    # 261.6; 256 130.1 / 142.6 / 162.4 / 196.3, 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4,
+    # 145.2 / 163.2 / 193.0 / 256.9. Then both widths built, slices of 4096 keys or more 1024 a step, shorter ones
+    # 256 (commit 8bb3f78, reverted; 255 registers, 100 spill bytes at 8 rows against 14), trees alternated
+    # (results/indexer16_h200_ab_scan_long.log): 8K 133.4 / 147.1 / 166.1 / 198.9 -> 134.0 / 147.4 / 166.3 / 199.4,
+    # 128K 145.2 / 163.1 / 199.4 / 266.5 -> 144.7 / 163.8 / 202.3 / 259.1: 256's gain at 8K lost in the two-path
+    # build, 4 rows at 128K slower.
     # Also built, checked under the interpreter (the same bits; tied caches over several read rounds) and removed: sel2
     # listing each slice's keys at its 16-bit prefix, sel3 passed, and every emit task finding the threshold's last two
     # digits from the row's lists (one hand-off fewer; commit c6e57e3). H200, one process, TP8, a decode row a request,
