@@ -24,6 +24,17 @@ VARIANTS = {
 # before each wait (since removed) made it slower: 192.5 / 194.2. Two programs an SM gains <= 3%: baseline.
 DEFAULT_VARIANT = "baseline"
 
+# The select scans' keys a step (Tiles.index_scan 0) by width: (the widest width, its step). A row's keys split into
+# index_slices // rows slices, so at 1 and 2 rows every slice is short (256 keys at 8K and 1 row): 256 keys a step
+# there, 512 at more rows. H200, one process, TP8, a decode row a request, these defaults against 512 at every width
+# (results/indexer17_h200_time_specs_scan_width.log, 1024 at 8 rows then), rows 1 / 2: 8K 131.7 / 145.6 us against
+# 133.6 / 146.9, 128K 142.6 / 163.4 against 143.4 / 163.7; 1024 at 8 rows: 8K 203.3 against 198.8, 128K 260.5
+# against 263.0 (mixed: not taken). One width for every slice before (results/indexer16_h200_time_specs_scan.log),
+# rows 1 / 2 / 4 / 8: 512 8K 131.9 / 144.9 / 164.4 / 198.1 us, 128K 143.6 / 160.7 / 194.6 / 261.6; 256 130.1 /
+# 142.6 / 162.4 / 196.3, 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4, 145.2 / 163.2 / 193.0 /
+# 256.9.
+INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
+
 
 @dataclasses.dataclass(frozen=True)
 class Tiles:
@@ -86,7 +97,8 @@ class Tiles:
     # 298.3 -> 148.1 / 297.0 (q_b in 64-column tiles of 4 parts with wq_b in 4 parts: 5-6 us slower).
     index_slices: int = 128
     index_block: int = 256  # (below, index_atomics)
-    index_scan: int = 512
+    # index_scan 0: by width (INDEX_SCAN_BY_WIDTH, `for_width`): 256 keys a step at 1 and 2 rows, 512 at more.
+    index_scan: int = 0
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
     # registers (`stages_select.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
     # takes it (rows of at most top-k keys are listed by one task either way, and a launch with no sliced row skips
@@ -330,8 +342,12 @@ class Tiles:
         return dataclasses.replace(self, **conv)
 
     def for_width(self, width: int) -> "Tiles":
-        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle."""
-        return self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
+        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
+        width's step (INDEX_SCAN_BY_WIDTH)."""
+        t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
+        if not t.index_scan:
+            t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
+        return t
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
         """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
@@ -372,8 +388,8 @@ class Tiles:
             raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
         if self.index_block < 64 or self.index_block & (self.index_block - 1):
             raise ValueError(f"index_block {self.index_block} is not a power of two >= 64 (whole index-K pages)")
-        if self.index_scan < 64 or self.index_scan & (self.index_scan - 1) or self.index_scan > 32768:
-            raise ValueError(f"index_scan {self.index_scan} is not a power of two from 64 to 32768 (the last digit's "
+        if t.index_scan < 64 or t.index_scan & (t.index_scan - 1) or t.index_scan > 32768:
+            raise ValueError(f"index_scan {t.index_scan} is not a power of two from 64 to 32768 (the last digit's "
                              "stage sums a block's hits and keys above in 16 bits each)")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
