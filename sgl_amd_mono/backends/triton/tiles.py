@@ -34,6 +34,14 @@ DEFAULT_VARIANT = "baseline"
 # 142.6 / 162.4 / 196.3, 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4, 145.2 / 163.2 / 193.0 /
 # 256.9.
 INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
+# Also timed, not taken: emit's own step per width, 1024 keys over slices of 1024 or more at 4 rows and more (both
+# widths built, chosen a task by its slice, as commit c2f4ffe), trees alternated against these defaults
+# (results/indexer17_h200_ab_emit_width.log, means of two runs), rows 4 / 8: 8K 164.8 / 198.2 -> 165.0 / 198.1 us,
+# 128K 195.6 / 261.8 -> 194.8 / 260.4 (4 rows within the runs' spread). At 1 row, one process beside these defaults
+# (results/indexer17_h200_time_specs_1row_blocks.log), 8K / 128K: 129.7 / 141.8 us; index_block 128 129.1 / 140.9
+# (within a process's spread); its scans 128 a step too 131.2 / 144.6; index_pipe 0 132.5 / 146.0; index_slices 64
+# 129.7 / 145.6; and (results/indexer17_h200_time_specs_scan_width.log, second process) 131.7 / 145.1 against
+# index_atomics 4 131.7 / 150.1, wq_b in 64 KB tasks (ks_iq 4) 138.3 / 148.3, bn_iq 64 135.8 / 149.3.
 
 
 @dataclasses.dataclass(frozen=True)
