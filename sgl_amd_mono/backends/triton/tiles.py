@@ -184,6 +184,12 @@ class Tiles:
     # 132.8 / 146.7 / 166.5 / 199.0, 128K 149.5 / 168.7 / 204.8 / 276.2 -> 147.4 / 167.0 / 200.6 / 267.6; with
     # index_atomics 16 too: 133.5 / 146.6 / 166.8 / 198.7, 145.9 / 164.7 / 197.1 / 267.3 (taken: both); with
     # index_scan 1024 instead: 8K 136.3 / 149.4 / 168.4 / 203.3, 128K 146.0 / 166.8 / 200.8 / 264.8 (not taken).
+    # The stages alone (`probe_select_steps.py`, results/indexer17_h200_probe_select_steps.log, 8 rows of 128K keys,
+    # 512 a step, µs a launch with a 1.5-2 us gap): scores spread (randn: 2.3% of keys at digit 0's bin) sel1 6.2, its
+    # bare scan 3.7, with its atomics 5.0-5.4; scores in a narrow band (every key at digit 0's bin) sel1 11.4-16.8,
+    # the bare scan with its atomics 10.9-15.2: the L2's atomic rate (a million a launch), not one hot address: the
+    # atomics spread over 4 or 8 copies a task 11.3-15.1; one copy a row 32.8-65.6; tl.histogram a step (this field
+    # off) 13.4-13.8 whatever the scores. So with narrow scores sel1 costs about 10 us more than with spread ones.
     index_sel_atomics: bool = True
     # index_digits: the radix select's digits (`glm53/kinds/indexer.RADIX_DIGITS`): 4 of 8 bits, or 3 (12-bit digits
     # 0 and 1, the last 8), which drops stage sel2's scan and its hand-off (every program passes it) and spreads the
