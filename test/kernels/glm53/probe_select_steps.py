@@ -1,6 +1,7 @@
 """Time the sliced radix select's stages alone on a GPU (`stages_select.select_digit` as sel1 / sel2 / sel3, then
 `stages_select.emit`), each launched on its own over random scores at a scan step width (`Tiles.index_scan`), and a
-bare scan loop with and without sel1's atomics (and its loads two steps ahead), so that a stage's time splits into its scan, its atomics and the rest.
+bare scan loop with and without sel1's atomics (and its loads two steps ahead), so that a stage's time splits into
+its scan, its atomics and the rest.
 
 python test/kernels/glm53/probe_select_steps.py [--shapes 8x131072 4x131072 1x8192] [--scans 512 1024 2048]
 A shape RxL: R rows of L keys each, split into max(1, 128 // R) slices a row (the launch's index_slices // rows), one
@@ -9,8 +10,9 @@ against the exactness rule (`glm53.indexer.radix_select`); then each stage is ti
 graph, launch gaps included: compare the variants with each other, not with the launch's stage spans). A repeated
 select stage counts into its histogram again (its counts grow, its work does not change); emit is idempotent.
 `_emit_rows` is a candidate emit (its slice in [256, K] tiles, one block-wide scan a chunk), checked against the rule
-and timed beside emit (--rows-k; not yet timed on a GPU; sm_90 AOT on a CPU: K 8 572 instructions and 16 barriers a 2048-key chunk, K 16
-1188 and 22 a 4096-key chunk, against emit's 195 and 10 a 512-key step; 107 / 128 registers alone, no spill).
+and timed beside emit (--rows-k; not yet timed on a GPU; sm_90 AOT on a CPU: K 8 572 instructions and 16 barriers
+a 2048-key chunk, K 16 1188 and 22 a 4096-key chunk, against emit's 195 and 10 a 512-key step; 107 / 128
+registers alone, no spill).
 --scale S draws mean 1 + randn x S instead (a narrow band: hot digit-0 and digit-1 bins).
 --device cpu runs the chain's check only, under TRITON_INTERPRET=1; --plant corrupts digit 0's histogram, which the
 check must report.
@@ -61,8 +63,8 @@ def _scan(scores_ptr, lengths_ptr, kept_ptr, hist_ptr, out_ptr, R: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr, ATOM: tl.constexpr,
           AHEAD: tl.constexpr, SPREAD: tl.constexpr = 1):
     """sel1's scan alone (the keys at the row's digit 0, kept[r] from the chain; digit 1 of each): ATOM, one
-    atomic a key at the prefix into the task's copy (of 16 a row) of a 256-bin histogram, as sel1; else none, the hits counted in
-    registers (the same loads and compares, no atomic). out[t]: the task's keys at the prefix. SPREAD: the task's
+    atomic a key at the prefix into the task's copy (of 16 a row) of a 256-bin histogram, as sel1; else none, the
+    hits counted in registers (the same loads and compares, no atomic). out[t]: the task's keys at the prefix. SPREAD: the task's
     copy split into that many, a key's by its place in the step (so one warp's keys in a hot bin go to SPREAD
     addresses). AHEAD: steps its loads run ahead of their use (1, as the
     launch's scans, or 2)."""
