@@ -64,10 +64,9 @@ def _scan(scores_ptr, lengths_ptr, kept_ptr, hist_ptr, out_ptr, R: tl.constexpr,
           AHEAD: tl.constexpr, SPREAD: tl.constexpr = 1):
     """sel1's scan alone (the keys at the row's digit 0, kept[r] from the chain; digit 1 of each): ATOM, one
     atomic a key at the prefix into the task's copy (of 16 a row) of a 256-bin histogram, as sel1; else none, the
-    hits counted in registers (the same loads and compares, no atomic). out[t]: the task's keys at the prefix. SPREAD: the task's
-    copy split into that many, a key's by its place in the step (so one warp's keys in a hot bin go to SPREAD
-    addresses). AHEAD: steps its loads run ahead of their use (1, as the
-    launch's scans, or 2)."""
+    hits counted in registers (the same loads and compares, no atomic). out[t]: the task's keys at the prefix.
+    SPREAD: the task's copy split into that many, a key's by its place in the step (so one warp's keys in a hot bin
+    go to SPREAD addresses). AHEAD: steps its loads run ahead of their use (1, as the launch's scans, or 2)."""
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
