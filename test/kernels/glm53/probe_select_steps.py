@@ -28,7 +28,7 @@ import triton.language as tl
 
 from sgl_amd_mono.backends.triton import stages_select as S
 from sgl_amd_mono.backends.triton.stages_index import load_scores, order_key, slice_of
-from sgl_amd_mono.glm53.indexer import radix_select
+from sgl_amd_mono.glm53.indexer import order_keys, radix_select, to_slots
 
 KTOP, NPROG, COPIES, PAGE = 2048, 132, 16, 64
 
@@ -189,13 +189,10 @@ def main():
         if scale:  # a narrow band of positive scores: most keys in one or two digit-0 bins, digit 1 in a few
             scores = 1.0 + scale * scores
         page_table = torch.randperm(pmax * rows, generator=g, device=dev).view(rows, pmax).to(torch.int32)
-        pos = radix_select(scores, lengths=lengths, topk=KTOP).long()
-        want = page_table.long().gather(1, pos.clamp(min=0) // PAGE) * PAGE + pos.clamp(min=0) % PAGE
-        want = torch.where(pos >= 0, want, -1)
+        pos = radix_select(scores, lengths=lengths, topk=KTOP)
+        want = to_slots(pos, page_table=page_table).long()
         # digit 0's histogram as the score stage leaves it (parity 0, copy 0 of COPIES)
-        u = scores.view(torch.int32)
-        key = torch.where(u < 0, ~u, u | -2147483648).view(torch.int32)  # order_key's bits
-        top8 = ((key >> 24) & 255).long()
+        top8 = order_keys(scores) >> 24
         valid = torch.arange(pmax * PAGE, device=dev)[None, :] < lengths[:, None]
         hist0 = torch.zeros(2, rows, COPIES, 256, dtype=torch.int32, device=dev)
         for r in range(rows):
