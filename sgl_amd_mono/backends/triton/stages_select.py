@@ -26,6 +26,9 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
+# emit_chunks' tile rows (tiles.index_emit_k > 0): a tile row a thread at the kernels' 8 warps
+EMIT_ROWS: tl.constexpr = tl.constexpr(256)
+
 
 @triton.jit
 def digit_of(h, need, prefix, NB: tl.constexpr = BINS):
@@ -277,7 +280,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -286,12 +289,10 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
-    its scores."""
-    SCOL: tl.constexpr = PMAX * PAGE
+    its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
+    ISCAN-key steps."""
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = tl.arange(0, ISCAN)
-    sls = tl.arange(0, NSL)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
@@ -299,60 +300,147 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
-            # positions)
-            # (a list's first step up to the slice's end, before its length is known: past it masked where used)
-            if LIST:
-                src = cand_key_ptr + r * SCOL
-                page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
+            if EK > 0:
+                n_above0, n_above, n_at0, n_at, need = emit_chunks(
+                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
             else:
-                src = scores_ptr + r * SCOL
-                page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-            x = load_step(src, s0 + blk, s1, LIST)
-            if LIST:
-                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-            need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
-            d = (thr & 255).to(tl.int32)
-            before = sls < s
-            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
-            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
-                                     cache_modifier=".cg"), axis=0)
-            n_at = tl.sum(at_or_above, axis=0) - n_above
-            n_above0 = n_above
-            n_at0 = n_at
-            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
-                tt = t0 + blk
-                valid = tt < s1
-                x_next = load_step(src, tt + ISCAN, s1, LIST)
-                if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
-                    page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
-                                        cache_modifier=".cg")
-                else:
-                    page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
-                                        other=0)
-                u = key_of(x, LIST).to(tl.int64)
-                is_above = valid & (u > thr)
-                is_at = valid & (u == thr)
-                # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
-                # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
-                both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-                rank_above = n_above + (both & 65535) - 1
-                rank_at = n_at + (both >> 16) - 1
-                take_at = is_at & (rank_at < need)
-                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                put = is_above | take_at
-                counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
-                if LIST:
-                    slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
-                else:
-                    slot = page * PAGE + tt % PAGE
-                tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
-                n_above += counts & 65535
-                n_at += counts >> 16
-                x = x_next
-                page = page_next
+                n_above0, n_above, n_at0, n_at, need = emit_steps(
+                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
             if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
                 report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+
+
+@triton.jit
+def put_entries(topk_ptr, page_table_ptr, r, page, tt, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr,
+                PMAX: tl.constexpr, LIST: tl.constexpr):
+    """A scan step's keys put in row r's list: incl, each key's inclusive count in the slice's step of the keys
+    above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key above
+    and KTOP - need + at-before + rank for one of the first `need` at it; as a slot (page: the step's page ids, or
+    with LIST its listed keys' positions). An entry outside [0, KTOP) is dropped (`dropped_entry` reports it)."""
+    rank_above = n_above + (incl & 65535) - 1
+    rank_at = n_at + (incl >> 16) - 1
+    take_at = is_at & (rank_at < need)
+    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+    put = is_above | take_at
+    if LIST:
+        slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
+    else:
+        slot = page * PAGE + tt % PAGE
+    tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+
+
+@triton.jit
+def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
+                 NSL: tl.constexpr):
+    """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
+    largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
+    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1])."""
+    sls = tl.arange(0, NSL)
+    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+    d = (thr & 255).to(tl.int32)
+    before = sls < s
+    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                             cache_modifier=".cg"), axis=0)
+    return need, thr, n_above, tl.sum(at_or_above, axis=0) - n_above
+
+
+@triton.jit
+def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+               R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+    """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
+    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    blk = tl.arange(0, ISCAN)
+    # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
+    # positions)
+    # (a list's first step up to the slice's end, before its length is known: past it masked where used)
+    if LIST:
+        src = cand_key_ptr + r * SCOL
+        page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
+    else:
+        src = scores_ptr + r * SCOL
+        page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
+    x = load_step(src, s0 + blk, s1, LIST)
+    if LIST:
+        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    n_above0 = n_above
+    n_at0 = n_at
+    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+        tt = t0 + blk
+        valid = tt < s1
+        x_next = load_step(src, tt + ISCAN, s1, LIST)
+        if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
+            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
+                                cache_modifier=".cg")
+        else:
+            page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
+                                other=0)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+        put_entries(topk_ptr, page_table_ptr, r, page, tt, both, is_above, is_at, n_above, n_at, need, KTOP, PMAX,
+                    LIST)
+        counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        page = page_next
+    return n_above0, n_above, n_at0, n_at, need
+
+
+@triton.jit
+def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+    """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
+    key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
+    a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
+    one's scans."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    CH: tl.constexpr = EMIT_ROWS * EK
+    offs = tl.arange(0, EMIT_ROWS)[:, None] * EK + tl.arange(0, EK)[None, :]
+    if LIST:
+        src = cand_key_ptr + r * SCOL
+        page = tl.load(cand_pos_ptr + r * SCOL + s0 + offs, mask=s0 + offs < s1, other=0, cache_modifier=".cg")
+    else:
+        src = scores_ptr + r * SCOL
+        page = tl.load(page_table_ptr + r * PMAX + (s0 + offs) // PAGE, mask=s0 + offs < s1, other=0)
+    x = load_step(src, s0 + offs, s1, LIST)
+    if LIST:
+        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    n_above0 = n_above
+    n_at0 = n_at
+    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + offs
+        valid = tt < s1
+        x_next = load_step(src, tt + CH, s1, LIST)
+        if LIST:
+            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + CH, mask=tt + CH < s1, other=0, cache_modifier=".cg")
+        else:
+            page_next = tl.load(page_table_ptr + r * PMAX + (tt + CH) // PAGE, mask=tt + CH < s1, other=0)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
+        row_tot = tl.sum(both, axis=1)
+        incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
+        put_entries(topk_ptr, page_table_ptr, r, page, tt, incl, is_above, is_at, n_above, n_at, need, KTOP, PMAX,
+                    LIST)
+        counts = tl.sum(row_tot, axis=0)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        page = page_next
+    return n_above0, n_above, n_at0, n_at, need

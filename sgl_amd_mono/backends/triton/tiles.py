@@ -231,6 +231,11 @@ class Tiles:
     # 142.7 / 161.1 / 197.3 / 264.5; its check_layer passes (results/indexer15_h200_check_layer_page_chunk.log).
     # Mixed (0.7 us lost at 8K 1 row, where the target is missed; under 1 us gained at 128K): not taken.
     index_page_chunk: int = 0
+    # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
+    # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
+    # (results/indexer18_h200_probe_emit_chunks.log, 132 programs, µs a launch with its gap): 8 rows of 131072 keys
+    # 12.3 -> 8.4 ([256, 4]), 9.5 ([256, 8]), 9.1 ([256, 16]); 4 rows 7.7 -> 5.9; 1 row of 8192 keys 3.6 -> 3.5.
+    index_emit_k: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -416,6 +421,9 @@ class Tiles:
         if self.index_page_chunk < 0 or self.index_page_chunk & (self.index_page_chunk - 1):
             raise ValueError(f"index_page_chunk {self.index_page_chunk} is neither 0 nor a power of two (steps a "
                              "chunk of the score loop's page ids)")
+        if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
+            raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
+                             "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if self.index_compact and self.index_digits != 4:

@@ -9,10 +9,8 @@ task a (row, slice) on 132 programs. The chain sel1 -> sel2 -> sel3 -> emit runs
 against the exactness rule (`glm53.indexer.radix_select`); then each stage is timed alone (µs a launch under a CUDA
 graph, launch gaps included: compare the variants with each other, not with the launch's stage spans). A repeated
 select stage counts into its histogram again (its counts grow, its work does not change); emit is idempotent.
-`_emit_rows` is a candidate emit (its slice in [256, K] tiles, one block-wide scan a chunk), checked against the rule
-and timed beside emit (--rows-k; not yet timed on a GPU; sm_90 AOT on a CPU: K 8 572 instructions and 16 barriers
-a 2048-key chunk, K 16 1188 and 22 a 4096-key chunk, against emit's 195 and 10 a 512-key step; 107 / 128
-registers alone, no spill).
+--rows-k K ...: emit in [256, K] tiles too (`stages_select.emit_chunks`, tiles.index_emit_k), checked against the
+rule and timed beside emit's steps.
 --scale S draws mean 1 + randn x S instead (a narrow band: hot digit-0 and digit-1 bins).
 --device cpu runs the chain's check only, under TRITON_INTERPRET=1; --plant corrupts digit 0's histogram, which the
 check must report.
@@ -50,12 +48,12 @@ def _sel(scores_ptr, lengths_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, ke
 @triton.jit
 def _emit(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, task_count_ptr,
           epoch, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-          ISCAN: tl.constexpr, NPROG: tl.constexpr):
+          ISCAN: tl.constexpr, NPROG: tl.constexpr, EK: tl.constexpr = 0):
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
     S.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
-           pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False)
+           pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, EK=EK)
 
 
 @triton.jit
@@ -99,64 +97,6 @@ def _scan(scores_ptr, lengths_ptr, kept_ptr, hist_ptr, out_ptr, R: tl.constexpr,
 
 
 @triton.jit
-def _emit_rows(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, epoch,
-               R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-               K: tl.constexpr, NPROG: tl.constexpr):
-    """A candidate emit, its task's slice in chunks of 256 x K keys as a [256, K] tile (a tile row's K keys in
-    position order): each key's ranks from a scan along its row and an exclusive scan of the rows' totals, so one
-    scan across the whole block a chunk instead of one a 512-key step. The same entries as `stages_select.emit`."""
-    pid = tl.program_id(0)
-    rows = tl.arange(0, 16)
-    lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
-    parity = epoch & 1
-    SCOL: tl.constexpr = PMAX * 64
-    CH: tl.constexpr = 256 * K
-    offs = tl.arange(0, 256)[:, None] * K + tl.arange(0, K)[None, :]
-    sls = tl.arange(0, NSL)
-    for t in tl.range(pid, R * NSL, NPROG, num_stages=1):
-        r = t // NSL
-        s = t % NSL
-        rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
-        s0, s1 = slice_of(rlen, s, NSL, IBLK)
-        if (rlen > KTOP) & (s0 < s1):
-            src = scores_ptr + r * SCOL
-            x = tl.load(src + s0 + offs, mask=s0 + offs < s1, other=0.0, cache_modifier=".cg")
-            need, thr = S.found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
-            d = (thr & 255).to(tl.int32)
-            before = sls < s
-            at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * 257 + d, mask=before, other=0, cache_modifier=".cg")
-            n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * 257 + d + 1, mask=before, other=0,
-                                     cache_modifier=".cg"), axis=0)
-            n_at = tl.sum(at_or_above, axis=0) - n_above
-            n_above0 = n_above
-            n_at0 = n_at
-            for c0 in tl.range(s0, s1, CH, num_stages=1):
-                tt = c0 + offs
-                valid = tt < s1
-                x_next = tl.load(src + tt + CH, mask=tt + CH < s1, other=0.0, cache_modifier=".cg")
-                page = tl.load(page_table_ptr + r * PMAX + tt // 64, mask=valid, other=0)
-                u = order_key(x).to(tl.int64)
-                is_above = valid & (u > thr)
-                is_at = valid & (u == thr)
-                both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk
-                row_tot = tl.sum(both, axis=1)
-                incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
-                rank_above = n_above + (incl & 65535) - 1
-                rank_at = n_at + (incl >> 16) - 1
-                take_at = is_at & (rank_at < need)
-                dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-                put = is_above | take_at
-                tl.store(topk_ptr + r * KTOP + dest, page * 64 + tt % 64, mask=put & (dest >= 0) & (dest < KTOP))
-                tot = tl.sum(row_tot, axis=0)
-                n_above += tot & 65535
-                n_at += tot >> 16
-                x = x_next
-            worst = S.dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
-            if worst > 0:
-                tl.store(err_ptr + r, (worst - 1).to(tl.int64))
-
-
-@triton.jit
 def _noop(out_ptr):
     """The launch gap alone: 132 programs that store one word each."""
     tl.store(out_ptr + tl.program_id(0), 1)
@@ -168,7 +108,7 @@ def main():
     p.add_argument("--scans", type=int, nargs="+", default=[512, 1024, 2048])
     p.add_argument("--iblk", type=int, default=256)
     p.add_argument("--rows-k", type=int, nargs="*", default=[8, 16],
-                   help="the candidate emit's keys a tile row (`_emit_rows`: chunks of 256 x K keys)")
+                   help="emit's keys a tile row in [256, K] chunks (`stages_select.emit_chunks`) beside its steps")
     p.add_argument("--device", default="cuda")
     p.add_argument("--plant", action="store_true", help="digit 0's histogram of row 0 corrupted: the check must fail")
     p.add_argument("--scale", type=float, nargs="+", default=[0.0],
@@ -217,13 +157,9 @@ def main():
                                       HI=8 * p, WP=8, HCP=COPIES if p <= 2 else 1, HCO=hco if p == 1 else 1,
                                       SATOM=satom and p < 3, num_warps=8)
 
-        def emit_rows(k):
-            return lambda: _emit_rows[grid](scores, lengths, page_table, hist[3], kept[3], cnt, topk, err, 0, R=rows,
-                                            KTOP=KTOP, PMAX=pmax, NSL=nsl, IBLK=a.iblk, K=k, NPROG=NPROG, num_warps=8)
-
-        def emit(scan):
+        def emit(scan, k=0):
             return lambda: _emit[grid](scores, lengths, page_table, hist[3], kept[3], cnt, topk, err, tasks, 0, R=rows,
-                                       KTOP=KTOP, PMAX=pmax, NSL=nsl, IBLK=a.iblk, ISCAN=scan, NPROG=NPROG,
+                                       KTOP=KTOP, PMAX=pmax, NSL=nsl, IBLK=a.iblk, ISCAN=scan, NPROG=NPROG, EK=k,
                                        num_warps=8)
 
         def scan_only(scan, atom, ahead=1, spread=1):
@@ -250,7 +186,7 @@ def main():
             same = torch.equal(topk.long(), want)
             for k in a.rows_k:  # the candidate emit over the same counts: the same list
                 topk.fill_(-7)
-                emit_rows(k)()
+                emit(scan, k)()
                 if gpu:
                     torch.cuda.synchronize()
                 print(f"{shape} scan {scan}: emit in [256, {k}] tiles' list "
@@ -272,7 +208,7 @@ def main():
             line += [f"sel1 one copy {graph_time_us(stage(1, scan, hco=1)):.1f}",
                      f"sel1 block histograms {graph_time_us(stage(1, scan, satom=False)):.1f}"]
             line.append(f"emit {graph_time_us(emit(scan)):.1f}")
-            line += [f"emit [256, {k}] {graph_time_us(emit_rows(k)):.1f}" for k in a.rows_k]
+            line += [f"emit [256, {k}] {graph_time_us(emit(scan, k)):.1f}" for k in a.rows_k]
             line += [f"scan {graph_time_us(scan_only(scan, False)):.1f}",
                      f"scan 2 ahead {graph_time_us(scan_only(scan, False, 2)):.1f}",
                      f"scan+atomics {graph_time_us(scan_only(scan, True)):.1f}",
