@@ -251,9 +251,12 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
+    # index_compact (ICOMPACT: the listing's keys a tile row): sel1 lists each slice's keys at or above digit 0,
+    # and the later stages scan the lists
     select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                        SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM)
+                        SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                        1 if ICOMPACT > 0 else 0, ICOMPACT)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
@@ -265,13 +268,13 @@ def index_attention(
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                ICOMPACT * 1)
+                                2 if ICOMPACT > 0 else 0)
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                ICOMPACT * 2)
+                                2 if ICOMPACT > 0 else 0)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
@@ -281,7 +284,7 @@ def index_attention(
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
                     epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT, IEK)
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

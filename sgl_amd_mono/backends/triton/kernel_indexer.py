@@ -28,8 +28,8 @@ def constexprs(d: LayerDims) -> dict:
     when counted in registers: the table's hist0_copies), IAHEAD the pipelined score loop's page ids a step ahead
     (tiles.index_ahead), ISATOM sel1 / sel2 counting a key at a time (tiles.index_sel_atomics) into IHC1 copies of
     digit 1's histogram (the table's hist1_copies), IW0 / IW1 the radix digits 0 and 1's bits (the table's
-    radix_digits: 8 / 8 of four digits, 12 / 12 of three), ICOMPACT sel2 listing the keys at or above its prefix for
-    sel3 and emit (tiles.index_compact), IEK emit's keys a tile row (tiles.index_emit_k, 0: index_scan-key steps), IPCH the score loop's page ids a chunk of that many steps at once
+    radix_digits: 8 / 8 of four digits, 12 / 12 of three), ICOMPACT sel1 listing the keys at or above its prefix for
+    sel2, sel3 and emit, in [256, ICOMPACT] chunks (tiles.index_compact, 0: none), IEK emit's keys a tile row (tiles.index_emit_k, 0: index_scan-key steps), IPCH the score loop's page ids a chunk of that many steps at once
     (tiles.index_page_chunk, 0: none), IQG heads an index-query task covers) and tiles (KS_I: wk's
     parts, KS_W: weights_proj's;
     BN_IQ / KS_IQ: wq_b's)."""

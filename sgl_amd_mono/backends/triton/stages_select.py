@@ -117,7 +117,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
-                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0):
+                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -129,8 +129,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     cnt[r, s, 256] = its keys above the prefix; then R tasks on the last programs fill each such row's list with
     -1 (emit writes over it). LIST (tiles.index_compact): 1, the slice's keys at or above the prefix found here
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
-    count at ncand[t]; 2, the scan reads that list instead of the slice's scores (a key below that prefix is below
-    every later one, so the same counts).
+    count at ncand[t], the slice scanned in [EMIT_ROWS, LK] chunks (`list_chunks`; LK: tiles.index_compact; SATOM
+    only); 2,
+    the scan reads that list instead of the slice's scores (a key below that prefix is below every later one, so
+    the same counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -151,7 +153,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
-            x = load_step(src, s0 + blk, s1, LIST == 2)
+            if LIST == 1:
+                x = load_step(src, s0 + chunk_offsets(LK), s1, False)
+            else:
+                x = load_step(src, s0 + blk, s1, LIST == 2)
             if LIST == 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
@@ -160,39 +165,33 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (the last digit's counts)
-            listed = rlen * 0  # LIST == 1: keys listed so far
-            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
-                tt = t0 + blk
-                x_next = load_step(src, tt + ISCAN, s1, LIST == 2)
-                u = key_of(x, LIST == 2)
-                high = (u >> (32 - HI)).to(tl.int64)
-                hit = (tt < s1) & (high == prefix)
-                digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
-                # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
-                do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
-                if ATOMS:
-                    tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
-                elif HI > WP:  # past digit 1
-                    if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
-                        both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
-                        above += both & 65535
-                        do_hist = (both >> 16) > 0
-                    else:
-                        do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
-                if do_hist:
-                    h += tl.histogram(digit, BINS, mask=hit)
-                if LIST == 1:  # the keys at or above the prefix, in order from the slice's start
-                    keep = (tt < s1) & (high >= prefix)
-                    at = tl.cumsum(keep.to(tl.int32), axis=0)  # inclusive: its max is the step's count
-                    dst = r * SCOL + s0 + listed + at - 1
-                    tl.store(cand_pos_ptr + dst, tt, mask=keep)
-                    tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep)
-                    listed += tl.max(at, axis=0)
-                x = x_next
+            if LIST == 1:
+                tl.store(ncand_ptr + t, list_chunks(x, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
+                                                    r * SCOL + s0, HI, W, LK))
+            else:
+                for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+                    tt = t0 + blk
+                    x_next = load_step(src, tt + ISCAN, s1, LIST == 2)
+                    u = key_of(x, LIST == 2)
+                    high = (u >> (32 - HI)).to(tl.int64)
+                    hit = (tt < s1) & (high == prefix)
+                    digit = ((u >> (32 - HI - W)) & (NB - 1)).to(tl.int32)
+                    # a block with no key at the prefix skips its histogram (results/indexer6_h200_ab_sel_skip.log)
+                    do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
+                    if ATOMS:
+                        tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
+                    elif HI > WP:  # past digit 1
+                        if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
+                            both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                            above += both & 65535
+                            do_hist = (both >> 16) > 0
+                        else:
+                            do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
+                    if do_hist:
+                        h += tl.histogram(digit, BINS, mask=hit)
+                    x = x_next
             if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
-            if LIST == 1:
-                tl.store(ncand_ptr + t, listed)
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
@@ -203,6 +202,41 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 count_task(task_count_ptr, S, COUNT_TASKS)
                 for k0 in range(0, KTOP, KB):
                     tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+
+
+@triton.jit
+def chunk_offsets(K: tl.constexpr):
+    """A chunk's key offsets as an [EMIT_ROWS, K] tile, a tile row's K keys consecutive."""
+    return tl.arange(0, EMIT_ROWS)[:, None] * K + tl.arange(0, K)[None, :]
+
+
+@triton.jit
+def list_chunks(x, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
+                W: tl.constexpr, K: tl.constexpr):
+    """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src (x: its first chunk, loaded): each key
+    whose top HI bits are the prefix counted by one atomic at its digit (W bits below them) into hist_row_ptr, and
+    the keys at or above the prefix listed in position order from dst0 (their positions in the row at cand_pos,
+    their order keys at cand_key), in [EMIT_ROWS, K] chunks (`chunk_offsets`): a key's place from a scan along its
+    tile row plus one block-wide scan of the rows' totals a chunk. Returns the keys listed."""
+    CH: tl.constexpr = EMIT_ROWS * K
+    offs = chunk_offsets(K)
+    listed = s0 * 0
+    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + offs
+        x_next = load_step(src, tt + CH, s1, False)
+        u = order_key(x)
+        high = (u >> (32 - HI)).to(tl.int64)
+        valid = tt < s1
+        digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
+        tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
+        keep = (valid & (high >= prefix)).to(tl.int32)
+        row_tot = tl.sum(keep, axis=1)
+        dst = dst0 + listed + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
+        tl.store(cand_pos_ptr + dst, tt, mask=keep > 0)
+        tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep > 0)
+        listed += tl.sum(row_tot, axis=0)
+        x = x_next
+    return listed
 
 
 @triton.jit
@@ -409,7 +443,7 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
     one's scans."""
     SCOL: tl.constexpr = PMAX * PAGE
     CH: tl.constexpr = EMIT_ROWS * EK
-    offs = tl.arange(0, EMIT_ROWS)[:, None] * EK + tl.arange(0, EK)[None, :]
+    offs = chunk_offsets(EK)
     if LIST:
         src = cand_key_ptr + r * SCOL
         page = tl.load(cand_pos_ptr + r * SCOL + s0 + offs, mask=s0 + offs < s1, other=0, cache_modifier=".cg")

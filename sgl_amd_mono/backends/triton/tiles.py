@@ -203,9 +203,11 @@ class Tiles:
     # all 4096 bins where the digit is read (before the group lookup) 6-9 us slower at 8K
     # (results/indexer10_h200_time_specs_digits3_scan.log, with 1 / 2 / 4 copies). Not taken.
     index_digits: int = 4
-    # index_compact: sel2 (four digits) lists each slice's keys at or above the 16-bit prefix it found (their
-    # positions and order keys, in position order), and sel3 and emit scan those lists instead of the slice's every
-    # key: every key below that prefix is below the threshold, so the same counts and the same list. H200, one
+    # index_compact K: sel1 (four digits) lists each slice's keys at or above the 8-bit prefix it found (their
+    # positions and order keys, in position order), scanning the slice in [256, K] chunks (`stages_select.list_chunks`:
+    # one block-wide scan a chunk), and sel2, sel3 and emit scan those lists instead of the slice's every key: every
+    # key below that prefix is below the threshold, so the same counts and the same list. 0: none.
+    # Before (reverted), sel2 listed at the 16-bit prefix in index_scan-key steps, a block-wide scan a step. H200, one
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer10_h200_time_specs_compact.log): 8K
     # 133.0 / 147.0 / 166.9 / 198.9 us -> 135.4 / 149.4 / 169.4 / 200.9 (sel2's prefix sum and stores a step, where
     # sel3's and emit's one-step slices save nothing), 128K 144.4 / 163.2 / 199.9 / 266.6 -> 145.3 / 163.9 / 197.5 /
@@ -218,7 +220,7 @@ class Tiles:
     # process, rows 1 / 4 / 8 (results/indexer13_h200_time_specs_compact_min.log): 8K 133.2 / 167.1 / 200.4 us ->
     # 135.1 / 169.0 / 201.2 (no 8K row listed: the second path's cost to the build, or one run's noise), 128K 145.7
     # / 199.8 / 267.9 -> 148.0 / 198.2 / 263.8. Not taken.
-    index_compact: bool = False
+    index_compact: int = 0
     # index_page_chunk: a decode request's pipelined score loop (index_pipe) takes its slice in chunks of this many
     # steps, a chunk's page ids loaded at once (`stages_index.score_pipelined`); 0: a step's page ids a step ahead
     # (index_ahead) or in the step. The loop alone (results/indexer15_h200_probe_score_page_chunk.log, 8192 keys a
@@ -426,8 +428,13 @@ class Tiles:
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
-        if self.index_compact and self.index_digits != 4:
-            raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}: sel2 lists the keys)")
+        if self.index_compact < 0 or self.index_compact & (self.index_compact - 1) or self.index_compact > 64:
+            raise ValueError(f"index_compact {self.index_compact} is neither 0 nor a power of two up to 64 (keys a tile "
+                             "row of sel1's [256, k] listing chunks)")
+        if self.index_compact and (self.index_digits != 4 or not self.index_sel_atomics):
+            raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}) and index_sel_atomics (is "
+                             f"{self.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
+                             "by atomics as it lists")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "

@@ -13,13 +13,13 @@ Its table is the shared kind's with the index work added to the attention half's
           head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
           request), and the first radix digit's histogram of the rows that take the sliced select
-  sel1    (row, slice): the second digit's histogram (sliced rows); then (row), each row of at most
+  sel1    (row, slice): the second digit's histogram (sliced rows) (with tiles.index_compact, it also lists the
+          slice's keys at or above the 8-bit prefix it found, in position order: cand_pos / cand_key, their count
+          ncand; sel2, sel3 and emit then scan those, not the slice); then (row), each row of at most
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
           with four digits: `radix_digits`; with three every program passes it)
-          (with tiles.index_compact, it also lists the slice's keys at or above the 16-bit prefix it found, in
-          position order: cand_pos / cand_key, their count ncand; sel3 and emit then scan those, not the slice)
   sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
@@ -116,8 +116,8 @@ INDEX_SCRATCH = (
     *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after the digits before sel{p}'s, kept by "
         f"sel{p} for the next stage (with three digits: kept2 unused)") for p in range(1, RADIX_PASSES)),
     B("cand_pos", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
-      "with index_compact: a slice's keys at or above sel2's 16-bit prefix, their positions in order from the slice's "
-      "start (sel2), which sel3 and emit scan instead of the slice"),
+      "with index_compact: a slice's keys at or above sel1's 8-bit prefix, their positions in order from the slice's "
+      "start (sel1), which sel2, sel3 and emit scan instead of the slice"),
     B("cand_key", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
       "with index_compact: those keys' order keys (the uint32 bits), beside cand_pos"),
     B("ncand", lambda d: (d.R, d.NSL), "i32", "with index_compact: the keys of each slice's list in cand_pos"),
@@ -152,13 +152,15 @@ def _stages() -> tuple[StageDef, ...]:
                                                        "rows_per_req"), ("scores", "hist0"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"),
-                 ("hist1", "kept1", "topk"),
-                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0; then (row) "
+                 ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand"),
+                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
+                                    "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1"),
-                 ("hist2", "kept2", "cand_pos", "cand_key", "ncand"), is_bound=True,
+        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1",
+                                                                                  "cand_key", "ncand"),
+                 ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three, passed); with index_compact, the slice's keys at or above the 16-bit prefix listed"),
+                     "with three, passed)"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
                                                       "cand_key", "ncand"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,

@@ -11,9 +11,12 @@ graph, launch gaps included: compare the variants with each other, not with the 
 select stage counts into its histogram again (its counts grow, its work does not change); emit is idempotent.
 --rows-k K ...: emit in [256, K] tiles too (`stages_select.emit_chunks`, tiles.index_emit_k), checked against the
 rule and timed beside emit's steps.
+--lists N ...: the chain with sel<N> listing each slice's keys at or above its prefix in [256, K] chunks for each
+--rows-k K (`stages_select.list_chunks`; tiles.index_compact K lists in sel1, at the 8-bit prefix) and the later
+stages scanning the lists, checked, and its stages timed.
 --scale S draws mean 1 + randn x S instead (a narrow band: hot digit-0 and digit-1 bins).
---device cpu runs the chain's check only, under TRITON_INTERPRET=1; --plant corrupts digit 0's histogram, which the
-check must report.
+--device cpu runs the chain's check only, under TRITON_INTERPRET=1; --plant corrupts digit 0's histogram (and a
+listed position), which the checks must report (test/unit/test_select_lists_interp.py runs both).
 """
 
 from __future__ import annotations
@@ -35,25 +38,30 @@ KTOP, NPROG, COPIES, PAGE = 2048, 132, 16, 64
 def _sel(scores_ptr, lengths_ptr, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr,
          task_count_ptr, epoch, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr,
          IBLK: tl.constexpr, ISCAN: tl.constexpr, NPROG: tl.constexpr, HI: tl.constexpr, WP: tl.constexpr,
-         HCP: tl.constexpr, HCO: tl.constexpr, SATOM: tl.constexpr):
-    """One select stage as the launch calls it: digit HI .. HI + 8 (sel1: HI 8, sel2: 16, sel3: 24)."""
+         HCP: tl.constexpr, HCO: tl.constexpr, SATOM: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None,
+         LIST: tl.constexpr = 0, LK: tl.constexpr = 0):
+    """One select stage as the launch calls it: digit HI .. HI + 8 (sel1: HI 8, sel2: 16, sel3: 24); LIST 1: the
+    slice's keys at or above the prefix found listed in [256, LK] chunks, 2: that list scanned
+    (`stages_select.select_digit`)."""
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
     S.select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch,
                    pid, pid * 0 + 1, task_count_ptr, 7, HI, 8, WP, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0,
-                   False, HCP, HCO, SATOM)
+                   False, HCP, HCO, SATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, LK)
 
 
 @triton.jit
 def _emit(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, task_count_ptr,
           epoch, R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-          ISCAN: tl.constexpr, NPROG: tl.constexpr, EK: tl.constexpr = 0):
+          ISCAN: tl.constexpr, NPROG: tl.constexpr, EK: tl.constexpr = 0, cand_pos_ptr=None, cand_key_ptr=None,
+          ncand_ptr=None, LIST: tl.constexpr = False):
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
     S.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
-           pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, EK=EK)
+           pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, cand_pos_ptr,
+           cand_key_ptr, ncand_ptr, LIST, EK=EK)
 
 
 @triton.jit
@@ -96,6 +104,22 @@ def _scan(scores_ptr, lengths_ptr, kept_ptr, hist_ptr, out_ptr, R: tl.constexpr,
         tl.store(out_ptr + t, tl.sum(acc, axis=0))
 
 
+def bad_lists(scores, keys, nsl, iblk, prefix, bits, cand_pos, cand_key, ncand):
+    """Slices whose list (`select_digit` LIST 1) is not their keys whose top `bits` bits are at or above the row's
+    prefix, positions in order and order keys beside them (every row `keys` long, `slice_of`'s slices)."""
+    u = order_keys(scores)
+    width = -(-(-(-keys // nsl)) // iblk) * iblk
+    bad = 0
+    for r in range(scores.shape[0]):
+        for s in range(nsl):
+            s0, s1 = min(s * width, keys), min(s * width + width, keys)
+            pos = s0 + torch.nonzero((u[r, s0:s1] >> (32 - bits)) >= int(prefix[r])).flatten()
+            n = int(ncand[r, s])
+            got_pos, got_key = cand_pos[r, s0: s0 + n].long(), cand_key[r, s0: s0 + n].long() & 0xFFFFFFFF
+            bad += not (n == len(pos) and torch.equal(got_pos, pos) and torch.equal(got_key, u[r, pos]))
+    return bad
+
+
 @triton.jit
 def _noop(out_ptr):
     """The launch gap alone: 132 programs that store one word each."""
@@ -109,8 +133,13 @@ def main():
     p.add_argument("--iblk", type=int, default=256)
     p.add_argument("--rows-k", type=int, nargs="*", default=[8, 16],
                    help="emit's keys a tile row in [256, K] chunks (`stages_select.emit_chunks`) beside its steps")
+    p.add_argument("--lists", type=int, nargs="*", default=[],
+                   help="also the chain with each slice's keys at or above the prefix listed by sel<N> (1: at digit "
+                        "0's 8-bit prefix, as tiles.index_compact; 2: at the 16-bit one) in [256, K] chunks for each "
+                        "--rows-k K, the later stages scanning the lists; checked, and its stages timed")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--plant", action="store_true", help="digit 0's histogram of row 0 corrupted: the check must fail")
+    p.add_argument("--plant", action="store_true", help="digit 0's histogram of row 0 corrupted, and with --lists "
+                   "the first listed position of row 0 moved: the checks must fail")
     p.add_argument("--scale", type=float, nargs="+", default=[0.0],
                    help="scores mean + randn x this (0: randn alone; e.g. 0.05: a narrow band, few digit-0 / 1 bins)")
     a = p.parse_args()
@@ -150,16 +179,25 @@ def main():
         scratch_hist = torch.zeros(rows, COPIES * 8, 256, dtype=torch.int32, device=dev)
         grid = (NPROG,)
 
-        def stage(p, scan, hco=COPIES, satom=True):
+        cand_pos = torch.zeros(rows, pmax * PAGE, dtype=torch.int32, device=dev)
+        cand_key = torch.zeros_like(cand_pos)
+        ncand = torch.zeros(rows, nsl, dtype=torch.int32, device=dev)
+
+        def stage(p, scan, hco=COPIES, satom=True, at=0, k=4):
+            """sel<p>; at: the stage that lists (0: none): p lists (in [256, k] chunks), a later stage reads the
+            lists."""
             prev = hist0 if p == 1 else hist[p - 1]
             return lambda: _sel[grid](scores, lengths, prev, hist[p], kept[max(1, p - 1)], kept[p], cnt, topk, tasks, 0,
                                       R=rows, KTOP=KTOP, PMAX=pmax, NSL=nsl, IBLK=a.iblk, ISCAN=scan, NPROG=NPROG,
                                       HI=8 * p, WP=8, HCP=COPIES if p <= 2 else 1, HCO=hco if p == 1 else 1,
-                                      SATOM=satom and p < 3, num_warps=8)
+                                      SATOM=satom and p < 3, cand_pos_ptr=cand_pos, cand_key_ptr=cand_key,
+                                      ncand_ptr=ncand, LIST=0 if not at or p < at else 1 if p == at else 2, LK=k,
+                                      num_warps=8)
 
-        def emit(scan, k=0):
+        def emit(scan, k=0, at=0):
             return lambda: _emit[grid](scores, lengths, page_table, hist[3], kept[3], cnt, topk, err, tasks, 0, R=rows,
                                        KTOP=KTOP, PMAX=pmax, NSL=nsl, IBLK=a.iblk, ISCAN=scan, NPROG=NPROG, EK=k,
+                                       cand_pos_ptr=cand_pos, cand_key_ptr=cand_key, ncand_ptr=ncand, LIST=at > 0,
                                        num_warps=8)
 
         def scan_only(scan, atom, ahead=1, spread=1):
@@ -199,6 +237,31 @@ def main():
             d0 = kept[1][:, 1].long()
             want_hits = int(sum(int(hist0[0, r, 0, int(d0[r])]) for r in range(rows)))
             print(f"{shape} scan {scan}: the bare scan's hits {int(out.sum())} of {want_hits}", flush=True)
+            for at in a.lists:  # the chain over the lists sel<at> leaves: the same list, emit's too in tiles
+                for k in a.rows_k:  # the listing in [256, k] chunks, emit over the lists in steps
+                    for h in hist.values():
+                        h.zero_()
+                    ncand.fill_(-1)
+                    for p in (1, 2, 3):
+                        stage(p, scan, at=at, k=k)()
+                    topk.fill_(-7)
+                    emit(scan, 0, at)()
+                    if gpu:
+                        torch.cuda.synchronize()
+                    if a.plant:  # the first listed position of row 0 moved: the lists' check must fail too
+                        cand_pos[0, 0] += 1
+                    bad = bad_lists(scores, keys, nsl, a.iblk, kept[at][:, 1], 8 * at, cand_pos, cand_key, ncand)
+                    print(f"{shape} scan {scan}: lists at sel{at}, [256, {k}] chunks: list "
+                          f"{'EQUALS' if torch.equal(topk.long(), want) else 'DIFFERS FROM'} the rule, "
+                          f"{int(ncand.sum()) / rows:.0f} keys listed a row, slices' lists "
+                          + ("as the prefix gives" if not bad else f"WRONG in {bad} slices"), flush=True)
+                if gpu:
+                    line = [f"sel{p} {graph_time_us(stage(p, scan, at=at)):.1f}" for p in (1, 2, 3) if p != at]
+                    line += [f"sel{at} listing [256, {k}] {graph_time_us(stage(at, scan, at=at, k=k)):.1f}"
+                             for k in a.rows_k]
+                    line += [f"emit [256, {k}] {graph_time_us(emit(scan, k, at)):.1f}" for k in (0, *a.rows_k)]
+                    print(f"{shape} slices {nsl} scan {scan}: lists at sel{at}: us a launch " + ", ".join(line),
+                          flush=True)
             if not gpu:  # the interpreter checks the bare scans build and count
                 scan_only(scan, False, 2)()
                 scan_only(scan, True, spread=4)()
