@@ -153,8 +153,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
-            if LIST == 1:
-                x = load_step(src, s0 + chunk_offsets(LK), s1, False)
+            if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
+                x = load_step(src, s0 + chunk_offsets(LK), list_tail(s0, s1, LK), False)
+                x1 = load_step(src, list_tail(s0, s1, LK) + chunk_offsets(1), s1, False)
             else:
                 x = load_step(src, s0 + blk, s1, LIST == 2)
             if LIST == 2:
@@ -166,8 +167,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
-                tl.store(ncand_ptr + t, list_chunks(x, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                                                    r * SCOL + s0, HI, W, LK))
+                n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
+                                       r * SCOL + s0, HI, W, LK)
+                tl.store(ncand_ptr + t, n_listed)
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
@@ -211,31 +213,54 @@ def chunk_offsets(K: tl.constexpr):
 
 
 @triton.jit
-def list_chunks(x, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
+def list_chunk(x, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst, HI: tl.constexpr, W: tl.constexpr):
+    """`list_chunks`' work on one [EMIT_ROWS, K] chunk of scores x at positions tt (below s1), listed from dst.
+    Returns its keys listed."""
+    u = order_key(x)
+    high = (u >> (32 - HI)).to(tl.int64)
+    valid = tt < s1
+    digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
+    tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
+    keep = (valid & (high >= prefix)).to(tl.int32)
+    row_tot = tl.sum(keep, axis=1)
+    at = dst + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
+    tl.store(cand_pos_ptr + at, tt, mask=keep > 0)
+    tl.store(cand_key_ptr + at, u.to(tl.int32, bitcast=True), mask=keep > 0)
+    return tl.sum(row_tot, axis=0)
+
+
+@triton.jit
+def list_tail(s0, s1, K: tl.constexpr):
+    """Where `list_chunks`' whole [EMIT_ROWS, K] chunks of a slice [s0, s1) end (its last keys go EMIT_ROWS at a
+    time)."""
+    return s0 + (s1 - s0) // (EMIT_ROWS * K) * (EMIT_ROWS * K)
+
+
+@triton.jit
+def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
                 W: tl.constexpr, K: tl.constexpr):
-    """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src (x: its first chunk, loaded): each key
-    whose top HI bits are the prefix counted by one atomic at its digit (W bits below them) into hist_row_ptr, and
-    the keys at or above the prefix listed in position order from dst0 (their positions in the row at cand_pos,
-    their order keys at cand_key), in [EMIT_ROWS, K] chunks (`chunk_offsets`): a key's place from a scan along its
-    tile row plus one block-wide scan of the rows' totals a chunk. Returns the keys listed."""
+    """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src: each key whose top HI bits are the prefix
+    counted by one atomic at its digit (W bits below them) into hist_row_ptr, and the keys at or above the prefix
+    listed in position order from dst0 (their positions in the row at cand_pos, their order keys at cand_key), in
+    [EMIT_ROWS, K] chunks (`chunk_offsets`: a key's place from a scan along its tile row plus one block-wide scan
+    of the rows' totals a chunk), then the keys past the whole chunks (`list_tail`) in [EMIT_ROWS, 1] chunks, so no
+    chunk is mostly past the slice's end. x: the first whole chunk's scores, x1: the first short one's (loaded).
+    Returns the keys listed."""
     CH: tl.constexpr = EMIT_ROWS * K
     offs = chunk_offsets(K)
+    one = chunk_offsets(1)
+    tail = list_tail(s0, s1, K)
     listed = s0 * 0
-    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+    for c0 in tl.range(s0, tail, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
-        x_next = load_step(src, tt + CH, s1, False)
-        u = order_key(x)
-        high = (u >> (32 - HI)).to(tl.int64)
-        valid = tt < s1
-        digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
-        tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
-        keep = (valid & (high >= prefix)).to(tl.int32)
-        row_tot = tl.sum(keep, axis=1)
-        dst = dst0 + listed + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
-        tl.store(cand_pos_ptr + dst, tt, mask=keep > 0)
-        tl.store(cand_key_ptr + dst, u.to(tl.int32, bitcast=True), mask=keep > 0)
-        listed += tl.sum(row_tot, axis=0)
+        x_next = load_step(src, tt + CH, tail, False)
+        listed += list_chunk(x, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0 + listed, HI, W)
         x = x_next
+    for c0 in tl.range(tail, s1, EMIT_ROWS, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + one
+        x1_next = load_step(src, tt + EMIT_ROWS, s1, False)
+        listed += list_chunk(x1, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0 + listed, HI, W)
+        x1 = x1_next
     return listed
 
 
