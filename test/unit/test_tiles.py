@@ -45,6 +45,21 @@ def test_attention_splits_by_width(width, want):
     assert Tiles(nsplit=8).for_width(width).nsplit == 8  # a given split count is kept
 
 
+@pytest.mark.parametrize("width,want", [(1, 0), (2, 0), (4, 4), (8, 4)])
+def test_index_lists_by_width(width, want):
+    """sel1's lists (index_compact -1) resolve by width, a given value is kept, and a build that cannot list (three
+    digits, digit 1 in block histograms) resolves to none; a list it cannot build is refused with both reasons."""
+    assert Tiles().for_width(width).index_compact == want
+    assert Tiles(index_compact=0).for_width(width).index_compact == 0
+    assert Tiles(index_compact=2).for_width(width).index_compact == 2
+    assert Tiles(index_digits=3, index_atomics=2).for_width(width).index_compact == 0
+    assert Tiles(index_sel_atomics=False).for_width(width).index_compact == 0
+    with pytest.raises(ValueError, match="index_compact needs index_digits 4 .* and index_sel_atomics"):
+        Tiles(index_compact=4, index_sel_atomics=False).resolve(li.glm53_geometry(), tp=8, width=width, n_programs=132)
+    with pytest.raises(ValueError, match="index_compact 3 is neither"):
+        Tiles(index_compact=3).resolve(li.glm53_geometry(), tp=8, width=width, n_programs=132)
+
+
 def test_built_launch_resolves_both():
     """The table's task counts at a resolved build (`Tiles.resolve`): no 0-sized stage."""
     geo = li.glm53_geometry()

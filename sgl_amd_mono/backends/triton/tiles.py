@@ -34,6 +34,15 @@ DEFAULT_VARIANT = "baseline"
 # 142.6 / 162.4 / 196.3, 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4, 145.2 / 163.2 / 193.0 /
 # 256.9.
 INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
+# sel1's lists (Tiles.index_compact -1) by width: (the widest width, the listing's keys a tile row, 0: no list). At
+# 1 and 2 rows the lists cost at 8K what they save at 128K. H200, one process, TP8, a decode row a request
+# (results/indexer18_h200_time_specs_compact.log), defaults without lists, then index_compact 2 / 4 / 8, rows 1 / 2 /
+# 4 / 8: 8K 129.9 / 143.1 / 164.1 / 197.2 us; 131.4 / 144.5 / 165.9 / 197.6; 131.3 / 144.6 / 164.2 / 198.6; 131.9
+# / 144.7 / 164.4 / 198.5; 128K 140.6 / 162.2 / 195.0 / 262.1; 140.3 / 158.7 / 189.5 / 256.0; 141.0 / 159.8 / 190.1
+# / 254.2; 141.0 / 160.3 / 192.2 / 256.3. Whole chunks only, without list_tail's short ones (commit ce90e24,
+# results/indexer18_h200_time_specs_compact_untailed.log): 8K 4 rows 163.9 -> 165.4 / 167.0 / 168.8 us (2 / 4 / 8),
+# a 256-key slice scanned in a mostly masked chunk.
+INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # Also timed, not taken: emit's own step per width, 1024 keys over slices of 1024 or more at 4 rows and more (both
 # widths built, chosen a task by its slice, as commit c2f4ffe), trees alternated against these defaults
 # (results/indexer17_h200_ab_emit_width.log, means of two runs), rows 4 / 8: 8K 164.8 / 198.2 -> 165.0 / 198.1 us,
@@ -206,7 +215,11 @@ class Tiles:
     # index_compact K: sel1 (four digits) lists each slice's keys at or above the 8-bit prefix it found (their
     # positions and order keys, in position order), scanning the slice in [256, K] chunks (`stages_select.list_chunks`:
     # one block-wide scan a chunk), and sel2, sel3 and emit scan those lists instead of the slice's every key: every
-    # key below that prefix is below the threshold, so the same counts and the same list. 0: none.
+    # key below that prefix is below the threshold, so the same counts and the same list. 0: none; -1: by width
+    # (INDEX_COMPACT_BY_WIDTH, `for_width`; none where index_digits is 3 or index_sel_atomics off). The stages alone
+    # (results/indexer18_h200_probe_lists.log; 132 programs, µs a launch with its gap, sel1 / sel2 / sel3 / emit):
+    # 8 rows of 131072 keys 6.1 / 6.0 / 6.6 / 12.2 -> 8.1 / 3.2 / 3.6 / 3.5 listing in [256, 4] chunks (2992 keys
+    # listed a row); in 512-key steps instead (results/indexer18_h200_probe_lists_1d.log) sel1 16.9.
     # Before (reverted), sel2 listed at the 16-bit prefix in index_scan-key steps, a block-wide scan a step. H200, one
     # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer10_h200_time_specs_compact.log): 8K
     # 133.0 / 147.0 / 166.9 / 198.9 us -> 135.4 / 149.4 / 169.4 / 200.9 (sel2's prefix sum and stores a step, where
@@ -220,7 +233,7 @@ class Tiles:
     # process, rows 1 / 4 / 8 (results/indexer13_h200_time_specs_compact_min.log): 8K 133.2 / 167.1 / 200.4 us ->
     # 135.1 / 169.0 / 201.2 (no 8K row listed: the second path's cost to the build, or one run's noise), 128K 145.7
     # / 199.8 / 267.9 -> 148.0 / 198.2 / 263.8. Not taken.
-    index_compact: int = 0
+    index_compact: int = -1
     # index_page_chunk: a decode request's pipelined score loop (index_pipe) takes its slice in chunks of this many
     # steps, a chunk's page ids loaded at once (`stages_index.score_pipelined`); 0: a step's page ids a step ahead
     # (index_ahead) or in the step. The loop alone (results/indexer15_h200_probe_score_page_chunk.log, 8192 keys a
@@ -236,7 +249,12 @@ class Tiles:
     # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
     # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
     # (results/indexer18_h200_probe_emit_chunks.log, 132 programs, µs a launch with its gap): 8 rows of 131072 keys
-    # 12.3 -> 8.4 ([256, 4]), 9.5 ([256, 8]), 9.1 ([256, 16]); 4 rows 7.7 -> 5.9; 1 row of 8192 keys 3.6 -> 3.5.
+    # 12.5 -> 10.7 ([256, 2]), 8.7 ([256, 4]), 9.8 ([256, 8]); 4 rows 7.5 -> 5.5 ([256, 4]); 1 row of 8192 keys 3.5
+    # -> 3.4. In the launch, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, before sel1's lists
+    # (results/indexer18_h200_time_specs_emit_k.log): 8K 131.3 / 144.9 / 166.8 / 197.9 us -> 133.5 / 146.1 / 166.6
+    # / 198.7 ([256, 4]), 128K 144.3 / 161.9 / 196.4 / 262.8 -> 144.5 / 162.4 / 194.4 / 260.0. Not taken: at 4 rows
+    # and more emit scans sel1's short lists (index_compact), where its steps are the faster (3.5 against 3.9 us
+    # alone, 8 rows of 131072 keys: results/indexer18_h200_probe_lists.log).
     index_emit_k: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
@@ -364,10 +382,14 @@ class Tiles:
 
     def for_width(self, width: int) -> "Tiles":
         """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
-        width's step (INDEX_SCAN_BY_WIDTH)."""
+        width's step (INDEX_SCAN_BY_WIDTH); index_compact -1: the width's lists (INDEX_COMPACT_BY_WIDTH), none where
+        sel1 cannot list (three digits, or digit 1 not counted by atomics)."""
         t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
         if not t.index_scan:
             t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
+        if t.index_compact < 0:
+            k = next(n for w, n in INDEX_COMPACT_BY_WIDTH if width <= w)
+            t = dataclasses.replace(t, index_compact=k if t.index_digits == 4 and t.index_sel_atomics else 0)
         return t
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
@@ -428,12 +450,12 @@ class Tiles:
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
-        if self.index_compact < 0 or self.index_compact & (self.index_compact - 1) or self.index_compact > 64:
-            raise ValueError(f"index_compact {self.index_compact} is neither 0 nor a power of two up to 64 (keys a tile "
-                             "row of sel1's [256, k] listing chunks)")
-        if self.index_compact and (self.index_digits != 4 or not self.index_sel_atomics):
-            raise ValueError(f"index_compact needs index_digits 4 (is {self.index_digits}) and index_sel_atomics (is "
-                             f"{self.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
+        if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
+            raise ValueError(f"index_compact {t.index_compact} is neither -1 (by width), 0 nor a power of two up to 64 "
+                             "(keys a tile row of sel1's [256, k] listing chunks)")
+        if t.index_compact and (t.index_digits != 4 or not t.index_sel_atomics):
+            raise ValueError(f"index_compact needs index_digits 4 (is {t.index_digits}) and index_sel_atomics (is "
+                             f"{t.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
                              "by atomics as it lists")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
