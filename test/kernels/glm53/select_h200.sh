@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One H200 run for the select's tile options (sel1's lists, emit's tiles) and the standing figures of the defaults.
+# PART picks one (each fits one device call; outputs flat under $OUT):
+#   specs     each tile spec in $SPECS (space-separated, e.g. "index_compact=2 index_compact=4") timed beside the
+#             defaults in one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, 8K / 128K; PROBE=1 first
+#             runs probe_select_steps.py (emit in [256, k] tiles beside its steps)
+#   standing  both kinds timed in one run with SGLang's per-op path, then check_topk at 8K / 128K / 300K
+#   standing2 check_layer at rows 1 / 2 (TP8 bf16 8K / 128K, fp8 KV 8K, TP1 8K), then both kinds timed twice,
+#             alternated (indexer, shared, indexer, shared), no per-op path
+# From the repo root with .whl (SGLang's wheels) carried.
+set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p /tmp/site "${OUT:=out}"
+python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
+G=test/kernels/glm53; export PYTHONPATH=$PWD:$PWD/$G:/tmp/site; T0=$(date +%s)
+el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*"; }
+B=(); S=(); for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
+case "${PART:-specs}" in
+specs)
+  [ -n "${PROBE:-}" ] && { python3 $G/probe_select_steps.py --shapes 8x131072 4x131072 1x131072 1x8192 --scans 512 \
+    --rows-k 2 4 8 > $OUT/probe.log 2>&1; el "probe rc=$?"; }
+  for w in 1 2 4 8; do for c in 8192 131072; do for s in ${SPECS}; do B+=("$s|$w|bf16|||||$c"); done; done; done
+  timeout 300 python3 $G/precompile.py --kind indexer --jobs 15 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  timeout 300 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
+    --no-perop --no-variants --specs ${SPECS} > $OUT/specs.log 2>&1; el "specs rc=$?"
+  grep -E "\]: launch|bandwidth" $OUT/specs.log | cut -c1-60 ;;
+standing)
+  B+=("|4|bf16|||||300000" "|8|bf16|||||300000")
+  timeout 200 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1 &
+  timeout 200 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > $OUT/pre_shared.log 2>&1 &
+  wait; el "pre"
+  timeout 200 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
+    --no-variants > $OUT/time_indexer.log 2>&1; el "time indexer rc=$?"
+  timeout 120 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+    --no-variants > $OUT/time_shared.log 2>&1; el "time shared rc=$?"
+  timeout 150 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > $OUT/check_topk.log 2>&1
+  el "check_topk rc=$?"; tail -1 $OUT/check_topk.log ;;
+standing2)
+  B+=("|1|fp8|||||8192" "|2|fp8|||||8192" "|1|bf16||||1|8192" "|2|bf16||||1|8192")
+  timeout 150 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1 &
+  timeout 150 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > $OUT/pre_shared.log 2>&1 &
+  wait; el "pre"
+  timeout 80 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 --contexts 8192 131072 --kv bf16 \
+    --no-deadline > $OUT/check_layer_12.log 2>&1; el "check bf16 rc=$?"
+  timeout 60 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 --contexts 8192 --kv fp8 --no-deadline \
+    > $OUT/check_layer_fp8_12.log 2>&1; el "check fp8 rc=$?"
+  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 --contexts 8192 --kv bf16 --no-deadline \
+    > $OUT/check_layer_tp1_12.log 2>&1; el "check tp1 rc=$?"
+  for i in 1 2; do
+    timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
+      --no-perop --no-variants > $OUT/time_indexer_$i.log 2>&1; el "time indexer $i rc=$?"
+    timeout 60 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+      --no-variants > $OUT/time_shared_$i.log 2>&1; el "time shared $i rc=$?"
+  done
+  grep -E "^\| (8192|131072) " $OUT/time_indexer_*.log $OUT/time_shared_*.log | cut -c1-60 ;;
+*) echo "PART ${PART} is not one of specs, standing, standing2" >&2; exit 2 ;;
+esac
