@@ -14,7 +14,8 @@ agrees):
     the digits so far from the prefix the stage before kept and that stage's histogram (`found_prefix`), and a
     row's first task keeps the result for the next (`keep_prefix`). A row's keys are split into slices of whole
     IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading the next step's
-    scores before they use this one's.
+    scores before they use this one's. With tiles.index_compact (by width: 4 rows and more), sel1 also lists each
+    slice's keys at or above digit 0's prefix (`list_chunks`), and sel2, sel3 and emit scan the lists instead.
 Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
 bit. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a 2048-bin histogram in registers spills,
 and Triton's histogram costs grow with its bins.)
