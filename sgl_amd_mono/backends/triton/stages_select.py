@@ -27,7 +27,8 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
-# emit_chunks' tile rows (tiles.index_emit_k > 0): a tile row a thread at the kernels' 8 warps
+# the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
+# a thread at the kernels' 8 warps
 EMIT_ROWS: tl.constexpr = tl.constexpr(256)
 
 
@@ -131,9 +132,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     -1 (emit writes over it). LIST (tiles.index_compact): 1, the slice's keys at or above the prefix found here
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
     count at ncand[t], the slice scanned in [EMIT_ROWS, LK] chunks (`list_chunks`; LK: tiles.index_compact; SATOM
-    only); 2,
-    the scan reads that list instead of the slice's scores (a key below that prefix is below every later one, so
-    the same counts).
+    only); 2, the scan reads that list instead of the slice's scores (a key below that prefix is below every later
+    one, so the same counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -151,7 +151,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel2's)
+            src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
             if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
@@ -348,7 +348,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
     outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
-    list that sel2 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
+    list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
     ISCAN-key steps."""
     parity = epoch & 1
