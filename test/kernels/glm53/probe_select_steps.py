@@ -30,6 +30,7 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton import stages_select as S
 from sgl_amd_mono.backends.triton.stages_index import load_scores, order_key, slice_of
 from sgl_amd_mono.glm53.indexer import order_keys, radix_select, to_slots
+from sgl_amd_mono.glm53.kinds.dims import cdiv
 
 KTOP, NPROG, COPIES, PAGE = 2048, 132, 16, 64
 
@@ -108,7 +109,7 @@ def bad_lists(scores, keys, nsl, iblk, prefix, bits, cand_pos, cand_key, ncand):
     """Slices whose list (`select_digit` LIST 1) is not their keys whose top `bits` bits are at or above the row's
     prefix, positions in order and order keys beside them (every row `keys` long, `slice_of`'s slices)."""
     u = order_keys(scores)
-    width = -(-(-(-keys // nsl)) // iblk) * iblk
+    width = cdiv(cdiv(keys, nsl), iblk) * iblk  # stages_index.slice_of's
     bad = 0
     for r in range(scores.shape[0]):
         for s in range(nsl):
@@ -222,7 +223,7 @@ def main():
             if gpu:
                 torch.cuda.synchronize()
             same = torch.equal(topk.long(), want)
-            for k in a.rows_k:  # the candidate emit over the same counts: the same list
+            for k in a.rows_k:  # emit in [256, k] tiles over the same counts: the same list
                 topk.fill_(-7)
                 emit(scan, k)()
                 if gpu:
@@ -237,7 +238,7 @@ def main():
             d0 = kept[1][:, 1].long()
             want_hits = int(sum(int(hist0[0, r, 0, int(d0[r])]) for r in range(rows)))
             print(f"{shape} scan {scan}: the bare scan's hits {int(out.sum())} of {want_hits}", flush=True)
-            for at in a.lists:  # the chain over the lists sel<at> leaves: the same list, emit's too in tiles
+            for at in a.lists:  # the chain over the lists sel<at> leaves: the same list
                 for k in a.rows_k:  # the listing in [256, k] chunks, emit over the lists in steps
                     for h in hist.values():
                         h.zero_()
