@@ -5,6 +5,8 @@
 #   git archive <commit> sgl_amd_mono pyproject.toml $(git ls-files 'test/kernels/glm53/*.py') | tar -x -C <path>
 # (on the CPU side, then carry those paths and .whl).
 #   KIND=indexer WIDTHS="1 8" CONTEXTS="8192" EXTRA="--shape decode" bash test/kernels/glm53/ab_trees.sh
+# PRE=1: every tree's builds compiled first, the trees' precompile.py in parallel (each with its own code, into the
+# one Triton cache), so that no timed tree's run spends its timeout compiling.
 # Every tree must have time_layers.py's options used here. Outputs flat under $OUT (ab_<tree>_<i>.log).
 set -u
 export PYTHONUNBUFFERED=1
@@ -17,6 +19,15 @@ python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') fo
 G=test/kernels/glm53
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/ab_summary.txt"; }
 read -r -a FWD <<< "$TREES"; ORDER=("${FWD[@]}"); for ((j = ${#FWD[@]} - 1; j >= 0; j--)); do ORDER+=("${FWD[j]}"); done
+if [ -n "${PRE:-}" ]; then
+  B=(); for w in $WIDTHS; do for c in $CONTEXTS; do B+=("|$w|bf16|||||$c"); done; done
+  for nt in "${FWD[@]}"; do
+    tree=${nt%%=*}; root=$(cd "${nt#*=}" && pwd)
+    (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 300 python3 $G/precompile.py --kind "$KIND" \
+       --jobs $(( 14 / ${#FWD[@]} )) --builds "${B[@]}") > "$OUT/ab_pre_${tree}.log" 2>&1 &
+  done
+  wait; el "precompiled ${#FWD[@]} trees"
+fi
 i=0
 for nt in "${ORDER[@]}"; do
   tree=${nt%%=*}; root=$(cd "${nt#*=}" && pwd)
