@@ -7,6 +7,8 @@
 #   KIND=indexer WIDTHS="1 8" CONTEXTS="8192" EXTRA="--shape decode" bash test/kernels/glm53/ab_trees.sh
 # PRE=1: every tree's builds compiled first, the trees' precompile.py in parallel (each with its own code, into the
 # one Triton cache), so that no timed tree's run spends its timeout compiling.
+# CHECK='tree ...': after the timing, check_layer.py of the kind in each of those trees (TP8, bf16, WIDTHS x
+# CONTEXTS), and for the indexer kind check_topk.py at 8K / 128K (ab_check_<tree>.log, ab_topk_<tree>.log).
 # Every tree must have time_layers.py's options used here. Outputs flat under $OUT (ab_<tree>_<i>.log).
 set -u
 export PYTHONUNBUFFERED=1
@@ -38,3 +40,16 @@ for nt in "${ORDER[@]}"; do
   i=$((i + 1))
 done
 grep -H "launch .* us, floor" "$OUT"/ab_*.log | sed 's/, floor.*//' | tee -a "$OUT/ab_summary.txt"
+for tree in ${CHECK:-}; do
+  nt=$(printf '%s\n' "${FWD[@]}" | grep "^$tree=") || { el "CHECK names $tree, not a tree of TREES"; continue; }
+  root=$(cd "${nt#*=}" && pwd)
+  # shellcheck disable=SC2086
+  (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 200 python3 $G/check_layer.py --kind "$KIND" --tp 8 \
+     --widths $WIDTHS --contexts $CONTEXTS --kv bf16 --no-deadline) > "$OUT/ab_check_$tree.log" 2>&1
+  el "$tree check_layer rc=$?"; tail -2 "$OUT/ab_check_$tree.log" | tee -a "$OUT/ab_summary.txt"
+  if [ "$KIND" = indexer ]; then
+    (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 200 python3 $G/check_topk.py --tp 8 \
+       --contexts 8192 131072) > "$OUT/ab_topk_$tree.log" 2>&1
+    el "$tree check_topk rc=$?"; tail -1 "$OUT/ab_topk_$tree.log" | tee -a "$OUT/ab_summary.txt"
+  fi
+done
