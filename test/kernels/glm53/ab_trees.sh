@@ -21,35 +21,37 @@ python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') fo
 G=test/kernels/glm53
 T0=$(date +%s); el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/ab_summary.txt"; }
 read -r -a FWD <<< "$TREES"; ORDER=("${FWD[@]}"); for ((j = ${#FWD[@]} - 1; j >= 0; j--)); do ORDER+=("${FWD[j]}"); done
+# in_tree NAME=PATH SECONDS SCRIPT ARGS...: one of G's scripts run in that tree, its code first on the path
+in_tree() {
+  local root; root=$(cd "${1#*=}" && pwd); local t=$2 f=$3; shift 3
+  (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout "$t" python3 "$G/$f" "$@")
+}
 if [ -n "${PRE:-}" ]; then
   B=(); for w in $WIDTHS; do for c in $CONTEXTS; do B+=("|$w|bf16|||||$c"); done; done
   for nt in "${FWD[@]}"; do
-    tree=${nt%%=*}; root=$(cd "${nt#*=}" && pwd)
-    (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 300 python3 $G/precompile.py --kind "$KIND" \
-       --jobs $(( 14 / ${#FWD[@]} )) --builds "${B[@]}") > "$OUT/ab_pre_${tree}.log" 2>&1 &
+    in_tree "$nt" 300 precompile.py --kind "$KIND" --jobs $(( 14 / ${#FWD[@]} )) --builds "${B[@]}" \
+      > "$OUT/ab_pre_${nt%%=*}.log" 2>&1 &
   done
   wait; el "precompiled ${#FWD[@]} trees"
 fi
 i=0
 for nt in "${ORDER[@]}"; do
-  tree=${nt%%=*}; root=$(cd "${nt#*=}" && pwd)
+  tree=${nt%%=*}
   # shellcheck disable=SC2086
-  (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 200 python3 $G/time_layers.py --kind "$KIND" --tp 8 \
-     --widths $WIDTHS --contexts $CONTEXTS --no-perop --no-variants $EXTRA) > "$OUT/ab_${tree}_$i.log" 2>&1
+  in_tree "$nt" 200 time_layers.py --kind "$KIND" --tp 8 --widths $WIDTHS --contexts $CONTEXTS --no-perop \
+    --no-variants $EXTRA > "$OUT/ab_${tree}_$i.log" 2>&1
   el "$tree run $i rc=$?"
   i=$((i + 1))
 done
 grep -H "launch .* us, floor" "$OUT"/ab_*.log | sed 's/, floor.*//' | tee -a "$OUT/ab_summary.txt"
 for tree in ${CHECK:-}; do
   nt=$(printf '%s\n' "${FWD[@]}" | grep "^$tree=") || { el "CHECK names $tree, not a tree of TREES"; continue; }
-  root=$(cd "${nt#*=}" && pwd)
   # shellcheck disable=SC2086
-  (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 200 python3 $G/check_layer.py --kind "$KIND" --tp 8 \
-     --widths $WIDTHS --contexts $CONTEXTS --kv bf16 --no-deadline) > "$OUT/ab_check_$tree.log" 2>&1
+  in_tree "$nt" 200 check_layer.py --kind "$KIND" --tp 8 --widths $WIDTHS --contexts $CONTEXTS --kv bf16 \
+    --no-deadline > "$OUT/ab_check_$tree.log" 2>&1
   el "$tree check_layer rc=$?"; tail -2 "$OUT/ab_check_$tree.log" | tee -a "$OUT/ab_summary.txt"
   if [ "$KIND" = indexer ]; then
-    (cd "$root" && PYTHONPATH="$root:$root/$G:/tmp/site" timeout 200 python3 $G/check_topk.py --tp 8 \
-       --contexts 8192 131072) > "$OUT/ab_topk_$tree.log" 2>&1
+    in_tree "$nt" 200 check_topk.py --tp 8 --contexts 8192 131072 > "$OUT/ab_topk_$tree.log" 2>&1
     el "$tree check_topk rc=$?"; tail -1 "$OUT/ab_topk_$tree.log" | tee -a "$OUT/ab_summary.txt"
   fi
 done
