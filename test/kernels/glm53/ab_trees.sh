@@ -28,11 +28,12 @@ in_tree() {
 }
 if [ -n "${PRE:-}" ]; then
   B=(); for w in $WIDTHS; do for c in $CONTEXTS; do B+=("|$w|bf16|||||$c"); done; done
-  for nt in "${FWD[@]}"; do
+  P=(); for nt in "${FWD[@]}"; do
     in_tree "$nt" 300 precompile.py --kind "$KIND" --jobs $(( 14 / ${#FWD[@]} )) --builds "${B[@]}" \
       > "$OUT/ab_pre_${nt%%=*}.log" 2>&1 &
+    P+=($!)
   done
-  wait; el "precompiled ${#FWD[@]} trees"
+  for j in "${!FWD[@]}"; do wait "${P[j]}"; el "${FWD[j]%%=*} precompile rc=$?"; done
 fi
 i=0
 for nt in "${ORDER[@]}"; do
