@@ -376,22 +376,52 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
 
 
 @triton.jit
-def put_entries(topk_ptr, page_table_ptr, r, page, tt, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr,
-                PMAX: tl.constexpr, LIST: tl.constexpr):
-    """A scan step's keys put in row r's list: incl, each key's inclusive count in the slice's step of the keys
-    above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key above
-    and KTOP - need + at-before + rank for one of the first `need` at it; as a slot (page: the step's page ids, or
-    with LIST its listed keys' positions). An entry outside [0, KTOP) is dropped (`dropped_entry` reports it)."""
+def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr):
+    """A scan step's keys put in row r's list as their slots: incl, each key's inclusive count in the slice's step
+    of the keys above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key
+    above and KTOP - need + at-before + rank for one of the first `need` at it. An entry outside [0, KTOP) is dropped
+    (`dropped_entry` reports it)."""
     rank_above = n_above + (incl & 65535) - 1
     rank_at = n_at + (incl >> 16) - 1
     take_at = is_at & (rank_at < need)
     dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
     put = is_above | take_at
-    if LIST:
-        slot = tl.load(page_table_ptr + r * PMAX + page // PAGE, mask=put, other=0) * PAGE + page % PAGE
-    else:
-        slot = page * PAGE + tt % PAGE
     tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+
+
+@triton.jit
+def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr):
+    """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
+    (cand_pos, from L2)."""
+    if LIST:
+        return tl.load(cand_pos_ptr + r * SCOL + tt, mask=tt < end, other=0, cache_modifier=".cg")
+    else:
+        return tt
+
+
+@triton.jit
+def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
+    """Row r's key positions pos (where valid) as physical slots: page_table[r, pos // 64] * 64 + pos % 64."""
+    return tl.load(page_table_ptr + r * PMAX + pos // PAGE, mask=valid, other=0) * PAGE + pos % PAGE
+
+
+@triton.jit
+def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
+               PMAX: tl.constexpr, LIST: tl.constexpr):
+    """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
+    or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
+    LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
+    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    if LIST:
+        src = cand_key_ptr + r * SCOL
+    else:
+        src = scores_ptr + r * SCOL
+    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST)
+    x = load_step(src, s0 + offs, s1, LIST)
+    if LIST:
+        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
 
 
 @triton.jit
@@ -418,18 +448,8 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
     SCOL: tl.constexpr = PMAX * PAGE
     blk = tl.arange(0, ISCAN)
-    # the loads that need no histogram issued first: the scores and the page ids (the list's keys and
-    # positions)
-    # (a list's first step up to the slice's end, before its length is known: past it masked where used)
-    if LIST:
-        src = cand_key_ptr + r * SCOL
-        page = tl.load(cand_pos_ptr + r * SCOL + s0 + blk, mask=s0 + blk < s1, other=0, cache_modifier=".cg")
-    else:
-        src = scores_ptr + r * SCOL
-        page = tl.load(page_table_ptr + r * PMAX + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)
-    x = load_step(src, s0 + blk, s1, LIST)
-    if LIST:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
+                                  PMAX, LIST)
     need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
     n_above0 = n_above
     n_at0 = n_at
@@ -437,25 +457,20 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         tt = t0 + blk
         valid = tt < s1
         x_next = load_step(src, tt + ISCAN, s1, LIST)
-        if LIST:  # page: the listed keys' positions (their slots found below, for the keys put)
-            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + ISCAN, mask=tt + ISCAN < s1, other=0,
-                                cache_modifier=".cg")
-        else:
-            page_next = tl.load(page_table_ptr + r * PMAX + (tt + ISCAN) // PAGE, mask=tt + ISCAN < s1,
-                                other=0)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + ISCAN, s1, SCOL, LIST),
+                             tt + ISCAN < s1, PMAX)
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)
         # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
         # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
         both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-        put_entries(topk_ptr, page_table_ptr, r, page, tt, both, is_above, is_at, n_above, n_at, need, KTOP, PMAX,
-                    LIST)
+        put_entries(topk_ptr, r, slot, both, is_above, is_at, n_above, n_at, need, KTOP)
         counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
         n_above += counts & 65535
         n_at += counts >> 16
         x = x_next
-        page = page_next
+        slot = slot_next
     return n_above0, n_above, n_at0, n_at, need
 
 
@@ -470,15 +485,8 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
     SCOL: tl.constexpr = PMAX * PAGE
     CH: tl.constexpr = EMIT_ROWS * EK
     offs = chunk_offsets(EK)
-    if LIST:
-        src = cand_key_ptr + r * SCOL
-        page = tl.load(cand_pos_ptr + r * SCOL + s0 + offs, mask=s0 + offs < s1, other=0, cache_modifier=".cg")
-    else:
-        src = scores_ptr + r * SCOL
-        page = tl.load(page_table_ptr + r * PMAX + (s0 + offs) // PAGE, mask=s0 + offs < s1, other=0)
-    x = load_step(src, s0 + offs, s1, LIST)
-    if LIST:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
+                                  offs, PMAX, LIST)
     need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
     n_above0 = n_above
     n_at0 = n_at
@@ -486,21 +494,18 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
         tt = c0 + offs
         valid = tt < s1
         x_next = load_step(src, tt + CH, s1, LIST)
-        if LIST:
-            page_next = tl.load(cand_pos_ptr + r * SCOL + tt + CH, mask=tt + CH < s1, other=0, cache_modifier=".cg")
-        else:
-            page_next = tl.load(page_table_ptr + r * PMAX + (tt + CH) // PAGE, mask=tt + CH < s1, other=0)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + CH, s1, SCOL, LIST), tt + CH < s1,
+                             PMAX)
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)
         both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
         row_tot = tl.sum(both, axis=1)
         incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
-        put_entries(topk_ptr, page_table_ptr, r, page, tt, incl, is_above, is_at, n_above, n_at, need, KTOP, PMAX,
-                    LIST)
+        put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP)
         counts = tl.sum(row_tot, axis=0)
         n_above += counts & 65535
         n_at += counts >> 16
         x = x_next
-        page = page_next
+        slot = slot_next
     return n_above0, n_above, n_at0, n_at, need
