@@ -43,6 +43,11 @@ INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
 # results/indexer18_h200_time_specs_compact_untailed.log): 8K 4 rows 163.9 -> 165.4 / 167.0 / 168.8 us (2 / 4 / 8),
 # a 256-key slice scanned in a mostly masked chunk.
 INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
+# Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
+# select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
+# in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
+# 194.8 / 253.9 -> 211.9 / 264.0 (1 / 2 rows, which do not list, within 1 us); score's first key block loaded in
+# absorb's stage (cand/score-first-block, no spills), 1.0-3.2 us slower at every point.
 # Also timed, not taken: emit's own step per width, 1024 keys over slices of 1024 or more at 4 rows and more (both
 # widths built, chosen a task by its slice, as commit c2f4ffe), trees alternated against these defaults
 # (results/indexer17_h200_ab_emit_width.log, means of two runs), rows 4 / 8: 8K 164.8 / 198.2 -> 165.0 / 198.1 us,
