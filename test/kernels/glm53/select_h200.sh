@@ -7,6 +7,8 @@
 #   standing  both kinds timed in one run with SGLang's per-op path, then check_topk at 8K / 128K / 300K
 #   standing2 check_layer at rows 1 / 2 (TP8 bf16 8K / 128K, fp8 KV 8K, TP1 8K), then both kinds timed twice,
 #             alternated (indexer, shared, indexer, shared), no per-op path
+#   checks    check_layer at rows 1 / 2 / 4 / 8 (TP8 bf16 8K / 128K, fp8 KV 8K), TP1 rows 1 / 2 / 4 at 8K, then the
+#             indexer kind traced at 8K 1 row and 128K 8 rows (trace_8k.log, trace_128k.log)
 # From the repo root with .whl (SGLang's wheels) carried.
 set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p /tmp/site "${OUT:=out}"
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
@@ -51,5 +53,21 @@ standing2)
       --no-variants > $OUT/time_shared_$i.log 2>&1; el "time shared $i rc=$?"
   done
   grep -E "^\| (8192|131072) " $OUT/time_indexer_*.log $OUT/time_shared_*.log | cut -c1-60 ;;
-*) echo "PART ${PART} is not one of specs, standing, standing2" >&2; exit 2 ;;
+checks)
+  for w in 1 2 4 8; do B+=("|$w|fp8|||||8192"); done
+  for w in 1 2 4; do B+=("|$w|bf16||||1|8192"); done
+  B+=("|1|bf16|||1||8192" "|8|bf16|||1||131072")
+  timeout 200 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --kv bf16 \
+    --no-deadline > $OUT/check_layer_tp8.log 2>&1; el "check tp8 rc=$?"
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
+    > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
+    > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
+  timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 --contexts 8192 --shape decode \
+    > $OUT/trace_8k.log 2>&1; el "trace 8k rc=$?"
+  timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --trace 8 --contexts 131072 --shape decode \
+    > $OUT/trace_128k.log 2>&1; el "trace 128k rc=$?"
+  tail -qn1 $OUT/check_layer_*.log ;;
+*) echo "PART ${PART} is not one of specs, standing, standing2, checks" >&2; exit 2 ;;
 esac
