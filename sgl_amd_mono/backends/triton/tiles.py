@@ -261,9 +261,6 @@ class Tiles:
     # and more emit scans sel1's short lists (index_compact), where its steps are the faster (3.5 against 3.9 us
     # alone, 8 rows of 131072 keys: results/indexer18_h200_probe_lists.log).
     index_emit_k: int = 0
-    # index_qg: index heads one index-query task (absorb's stage) rotates and quantizes; fewer heads a task, more
-    # tasks over the same programs (`kinds.indexer.index_query_heads`: the model's heads where it has fewer).
-    index_qg: int = 16
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -456,9 +453,6 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
-        if self.index_qg < 1 or self.index_qg & (self.index_qg - 1) or self.index_qg > 64:
-            raise ValueError(f"index_qg {self.index_qg} is not a power of two from 1 to 64 (index heads an "
-                             "index-query task)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:

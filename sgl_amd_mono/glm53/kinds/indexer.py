@@ -61,9 +61,8 @@ def radix_digits(d) -> tuple[int, ...]:
 
 
 def index_query_heads(d) -> int:
-    """IQG: index heads one index-query task rotates and quantizes (tiles.index_qg, fewer when the model has
-    fewer)."""
-    return min(d.IH, d.tiles.index_qg)
+    """IQG: index heads one index-query task rotates and quantizes (16, fewer when the model has fewer)."""
+    return min(d.IH, 16)
 
 
 def hist0_copies(d) -> int:
