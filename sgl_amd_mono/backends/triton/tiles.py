@@ -260,6 +260,14 @@ class Tiles:
     # / 198.7 ([256, 4]), 128K 144.3 / 161.9 / 196.4 / 262.8 -> 144.5 / 162.4 / 194.4 / 260.0. Not taken: at 4 rows
     # and more emit scans sel1's short lists (index_compact), where its steps are the faster (3.5 against 3.9 us
     # alone, 8 rows of 131072 keys: results/indexer18_h200_probe_lists.log).
+    # Again after sel1's lists, on an H100 beside the defaults in one process (results/indexer20_h100_time_specs_qg
+    # .log; the defaults timed first there, which favours the spec by about 1 us: indexer20_h100_time_specs_order
+    # .log): [256, 4] at rows 4 / 8 8K 183.4 / 228.9 -> 184.2 / 228.4 us, 128K 212.6 / 293.7 -> 211.8 / 294.6. Not
+    # taken. Also built and reverted: the index heads one index-query task covers (absorb's stage; commit 66ae323,
+    # Tiles.index_qg 8 or 4 against 16, more tasks at 1 row, where absorb's last program is an index-query task):
+    # on an H100 with trees alternated (results/indexer20_h100_ab_index_qg.log), 8 against 16 at rows 1 / 2 / 4 / 8:
+    # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
+    # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
