@@ -3,14 +3,9 @@ Imports nothing of the package, so any tree's scripts (and `ab_split.py` under a
 
 from __future__ import annotations
 
-import time
-
 import torch
 import triton
 import triton.language as tl
-
-
-WARM_S = 0.1  # untimed replays before a timing (graph_time_us)
 
 
 @triton.jit
@@ -24,10 +19,7 @@ def _stream_read(x_ptr, out_ptr, n, BLOCK: tl.constexpr, NPROG: tl.constexpr):
     tl.store(out_ptr + pid, tl.sum(acc, axis=0))
 
 
-def graph_time_us(fn, reps=20, inner=10, warm_s=WARM_S):
-    """Median µs of `inner` calls of fn in a CUDA graph over `reps` replays, after replaying it for warm_s seconds
-    untimed. Without those replays the first of a point's configs timed 0.7-1.4 µs slower than the same build timed
-    next (results/indexer20_h100_time_specs_order.log, an H100); whether they remove that has not yet run on a GPU."""
+def graph_time_us(fn, reps=20, inner=10):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -39,10 +31,6 @@ def graph_time_us(fn, reps=20, inner=10, warm_s=WARM_S):
             fn()
     g.replay()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < warm_s:
-        g.replay()
-        torch.cuda.synchronize()
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
