@@ -269,6 +269,12 @@ class Tiles:
     # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
     # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
+    # index_last16: sel2 counts the keys at its 16-bit prefix by their low 16 bits too (a 65536-bin histogram a row,
+    # one atomic a key), lists those bits a slice and leaves each slice's counts above the prefix and at it
+    # (`stages_select.select_low16`); emit then finds the third digit from sel2's histogram and the last from the
+    # 16-bit one at that digit, and every earlier slice's counts from those lists (`stages_emit.slice_counts16`), so
+    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Not yet timed on a GPU.
+    index_last16: bool = True
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton import stages_emit
 from sgl_amd_mono.backends.triton import stages_select as S
 from sgl_amd_mono.backends.triton.stages_index import load_scores, order_key, slice_of
 from sgl_amd_mono.glm53.indexer import order_keys, radix_select, to_slots
@@ -60,7 +61,7 @@ def _emit(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
-    S.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
+    stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
            pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, cand_pos_ptr,
            cand_key_ptr, ncand_ptr, LIST, EK=EK)
 

@@ -1,0 +1,277 @@
+"""The DSA indexer's last select stage, emit (`glm53/kinds/indexer.py` is the table): each slice's selected keys
+written into its row's list as physical slots, from the threshold and the earlier slices' counts that the stages
+before it left (`stages_select.py`):
+  * four 8-bit digits (sel3 ran): the threshold from sel3's histogram of the last digit, the earlier slices' counts
+    from sel3's counts at each last digit (`slice_counts`);
+  * the last 16 bits in sel2 (tiles.index_last16; sel3 passed): the threshold's third digit from sel2's histogram
+    of the keys at the 16-bit prefix, its last from their 16-bit histogram at that digit, and the earlier slices'
+    counts from sel2's counts of each slice's keys above that prefix and its list of their low 16 bits at it
+    (`slice_counts16`).
+Both give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no bit.
+"""
+
+import triton
+import triton.language as tl
+
+from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, slice_of
+from sgl_amd_mono.backends.triton.stages_select import (EMIT_ROWS, chunk_offsets, digit_of, found_prefix, key_of,
+                                                        load_step)
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+
+# sel2's listed low 16 bits a slice that emit reads in one tile (tiles.index_last16); a slice with more at the prefix
+# (ties) has the rest read in further rounds
+LOW16_TILE: tl.constexpr = tl.constexpr(16)
+
+
+@triton.jit
+def dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP: tl.constexpr):
+    """The furthest list entry outside [0, KTOP) that an emit task's slice would have put (+1; 0: none), from its
+    counts before and after its scan: its keys above the threshold went to entries [n_above0, n_above), those at
+    it to KTOP - need + [n_at0, min(n_at, need)). Only counts that disagree with the threshold (a bug) give one;
+    the scan's stores dropped it."""
+    put_above = n_above > n_above0
+    first_at = KTOP - need + n_at0
+    worst = tl.where(put_above & (n_above > KTOP), n_above, 0)  # the last entry n_above - 1, +1
+    worst = tl.maximum(worst, tl.where(put_above & (n_above0 < 0), 1 - n_above0, 0))
+    return tl.maximum(worst, tl.where((tl.minimum(n_at, need) > n_at0) & (first_at < 0), 1 - first_at, 0))
+
+
+@triton.jit
+def emit(scores_ptr, lens, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, err_ptr,
+         launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, L16: tl.constexpr = False, hist16_ptr=None,
+         low16_ptr=None):
+    """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
+    page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
+    in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
+    them (position order throughout). The threshold and the earlier slices' keys above it and at it come from the
+    last counting stage (`threshold_counts`): hist / kept / cnt are sel3's hist3 / kept3 / cnt, or with L16
+    (tiles.index_last16) sel2's hist2 / kept2 / cnt16, with its hist16 and low16. An entry that would land
+    outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
+    list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
+    its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
+    ISCAN-key steps."""
+    parity = epoch & 1
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        r = t // NSL
+        s = t % NSL
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        s0, s1 = slice_of(rlen, s, NSL, IBLK)
+        if (rlen > LS) & (s0 < s1):
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            if EK > 0:
+                n_above0, n_above, n_at0, n_at, need = emit_chunks(
+                    scores_ptr, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, rlen, IBLK, L16, hist16_ptr,
+                    low16_ptr)
+            else:
+                n_above0, n_above, n_at0, n_at, need = emit_steps(
+                    scores_ptr, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, rlen, IBLK, L16, hist16_ptr,
+                    low16_ptr)
+            # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
+            # its instructions (sm_90)
+            worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
+            if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
+                report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+
+
+@triton.jit
+def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr):
+    """A scan step's keys put in row r's list as their slots: incl, each key's inclusive count in the slice's step
+    of the keys above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key
+    above and KTOP - need + at-before + rank for one of the first `need` at it. An entry outside [0, KTOP) is dropped
+    (`dropped_entry` reports it)."""
+    rank_above = n_above + (incl & 65535) - 1
+    rank_at = n_at + (incl >> 16) - 1
+    take_at = is_at & (rank_at < need)
+    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+    put = is_above | take_at
+    tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+
+
+@triton.jit
+def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr):
+    """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
+    (cand_pos, from L2)."""
+    if LIST:
+        return tl.load(cand_pos_ptr + r * SCOL + tt, mask=tt < end, other=0, cache_modifier=".cg")
+    else:
+        return tt
+
+
+@triton.jit
+def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
+    """Row r's key positions pos (where valid) as physical slots: page_table[r, pos // 64] * 64 + pos % 64."""
+    return tl.load(page_table_ptr + r * PMAX + pos // PAGE, mask=valid, other=0) * PAGE + pos % PAGE
+
+
+@triton.jit
+def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
+               PMAX: tl.constexpr, LIST: tl.constexpr):
+    """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
+    or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
+    LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
+    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    if LIST:
+        src = cand_key_ptr + r * SCOL
+    else:
+        src = scores_ptr + r * SCOL
+    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST)
+    x = load_step(src, s0 + offs, s1, LIST)
+    if LIST:
+        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
+
+
+@triton.jit
+def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
+                 NSL: tl.constexpr):
+    """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
+    largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
+    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1])."""
+    sls = tl.arange(0, NSL)
+    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+    d = (thr & 255).to(tl.int32)
+    before = sls < s
+    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                             cache_modifier=".cg"), axis=0)
+    return need, thr, n_above, tl.sum(at_or_above, axis=0) - n_above
+
+
+@triton.jit
+def slice_counts16(hist2_ptr, kept2_ptr, cnt16_ptr, hist16_ptr, low16_ptr, r, s, rlen, parity, R: tl.constexpr,
+                   KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr):
+    """`slice_counts` after sel2 counted the last 16 bits (tiles.index_last16; `stages_select.select_low16`): the
+    third digit from hist2 under the 16-bit prefix kept at kept2, the last from the row's 16-bit histogram hist16 at
+    that digit (256 of its bins), so thr the KTOP-th largest key; the earlier slices' keys above thr: those above the
+    16-bit prefix (cnt16[., 0]) and those at it whose low 16 bits are above thr's, equal to it: those whose low 16
+    bits equal thr's, both from each slice's list of its keys' low 16 bits at the prefix (cnt16[., 1] of them at the
+    slice's start in low16): the first LOW16_TILE of every earlier slice in one tile, loaded with the counts before
+    the threshold is known, the rest (a slice with more: ties) in rounds of 256 after."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    sls = tl.arange(0, NSL)
+    j = tl.arange(0, LOW16_TILE)
+    before = sls < s
+    width = ((rlen + NSL - 1) // NSL + IBLK - 1) // IBLK * IBLK  # `slice_of`'s
+    starts = sls * width
+    above16 = tl.load(cnt16_ptr + (r * NSL + sls) * 2, mask=before, other=0, cache_modifier=".cg")
+    at16 = tl.load(cnt16_ptr + (r * NSL + sls) * 2 + 1, mask=before, other=0, cache_modifier=".cg")
+    lo = tl.load(low16_ptr + r * SCOL + starts[:, None] + j[None, :],
+                 mask=before[:, None] & (starts[:, None] + j[None, :] < rlen), other=0, cache_modifier=".cg")
+    need, p24 = found_prefix(kept2_ptr, hist2_ptr, r, parity * R + r, KTOP, False, 1)
+    h = tl.load(hist16_ptr + (parity * R + r) * 65536 + (p24 & 255).to(tl.int32) * BINS + tl.arange(0, BINS),
+                cache_modifier=".cg")
+    need, thr = digit_of(h, need, p24)
+    t16 = (thr & 65535).to(tl.int32)
+    live = before[:, None] & (j[None, :] < at16[:, None])
+    both = tl.sum(tl.sum((live & (lo > t16)).to(tl.int32) + (live & (lo == t16)).to(tl.int32) * 65536, axis=1),
+                  axis=0)  # each count < 2^16 (NSL x LOW16_TILE entries)
+    n_above = tl.sum(above16, axis=0) + (both & 65535)
+    n_at = both >> 16
+    if tl.max(at16, axis=0) > LOW16_TILE:  # ties: an earlier slice listed more than the tile holds
+        jj = tl.arange(0, BINS)
+        for s2 in range(0, s):
+            a = tl.load(cnt16_ptr + (r * NSL + s2) * 2 + 1, cache_modifier=".cg")
+            for j0 in range(LOW16_TILE, a, BINS):
+                v = tl.load(low16_ptr + r * SCOL + s2 * width + j0 + jj, mask=j0 + jj < a, other=0,
+                            cache_modifier=".cg")
+                n_above += tl.sum(((j0 + jj < a) & (v > t16)).to(tl.int32), axis=0)
+                n_at += tl.sum(((j0 + jj < a) & (v == t16)).to(tl.int32), axis=0)
+    return need, thr, n_above, n_at
+
+
+@triton.jit
+def threshold_counts(hist_ptr, kept_ptr, cnt_ptr, hist16_ptr, low16_ptr, r, s, rlen, parity, R: tl.constexpr,
+                     KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
+                     L16: tl.constexpr):
+    """(need, thr, n_above, n_at) of an emit task (row r, slice s): `slice_counts` over sel3's outputs, or with L16
+    `slice_counts16` over sel2's."""
+    if L16:
+        need, thr, n_above, n_at = slice_counts16(hist_ptr, kept_ptr, cnt_ptr, hist16_ptr, low16_ptr, r, s, rlen,
+                                                  parity, R, KTOP, PMAX, NSL, IBLK)
+    else:
+        need, thr, n_above, n_at = slice_counts(hist_ptr, kept_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    return need, thr, n_above, n_at
+
+
+@triton.jit
+def emit_steps(scores_ptr, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+               R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, rlen, IBLK: tl.constexpr,
+               L16: tl.constexpr, hist16_ptr, low16_ptr):
+    """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
+    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    blk = tl.arange(0, ISCAN)
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
+                                  PMAX, LIST)
+    need, thr, n_above, n_at = threshold_counts(hist_ptr, kept_ptr, cnt_ptr, hist16_ptr, low16_ptr, r, s,
+                                                  rlen, parity, R, KTOP, PMAX, NSL, IBLK, L16)
+    n_above0 = n_above
+    n_at0 = n_at
+    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+        tt = t0 + blk
+        valid = tt < s1
+        x_next = load_step(src, tt + ISCAN, s1, LIST)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + ISCAN, s1, SCOL, LIST),
+                             tt + ISCAN < s1, PMAX)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+        put_entries(topk_ptr, r, slot, both, is_above, is_at, n_above, n_at, need, KTOP)
+        counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        slot = slot_next
+    return n_above0, n_above, n_at0, n_at, need
+
+
+@triton.jit
+def emit_chunks(scores_ptr, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, rlen, IBLK: tl.constexpr,
+               L16: tl.constexpr, hist16_ptr, low16_ptr):
+    """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
+    key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
+    a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
+    one's scans."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    CH: tl.constexpr = EMIT_ROWS * EK
+    offs = chunk_offsets(EK)
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
+                                  offs, PMAX, LIST)
+    need, thr, n_above, n_at = threshold_counts(hist_ptr, kept_ptr, cnt_ptr, hist16_ptr, low16_ptr, r, s,
+                                                  rlen, parity, R, KTOP, PMAX, NSL, IBLK, L16)
+    n_above0 = n_above
+    n_at0 = n_at
+    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + offs
+        valid = tt < s1
+        x_next = load_step(src, tt + CH, s1, LIST)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + CH, s1, SCOL, LIST), tt + CH < s1,
+                             PMAX)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
+        row_tot = tl.sum(both, axis=1)
+        incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
+        put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP)
+        counts = tl.sum(row_tot, axis=0)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        slot = slot_next
+    return n_above0, n_above, n_at0, n_at, need
+
