@@ -203,12 +203,20 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
     if LAST:
-        KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-        for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
-            if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
-                count_task(task_count_ptr, S, COUNT_TASKS)
-                for k0 in range(0, KTOP, KB):
-                    tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+        clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S, R, KTOP, LS, NPROG, SKIP_MASK, COUNT_TASKS)
+
+
+@triton.jit
+def clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+                LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+    """R tasks (row r) on the last programs: each row that takes the sliced select (past LS keys) has its list
+    filled with -1, which emit then writes over (the stage before emit: its hand-off orders them)."""
+    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
+        if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            for k0 in range(0, KTOP, KB):
+                tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
 
 
 @triton.jit
@@ -223,9 +231,9 @@ def select_low16(scores_ptr, lens, hist1_ptr, hist2_ptr, hist16_ptr, kept1_ptr, 
     into hist2[epoch % 2] and by its low 16 bits into hist16[epoch % 2] (65536 bins a row); lists those low 16 bits
     in position order at the slice's start in low16, and stores the slice's keys above the prefix and at it at
     cnt16[t] (so emit finds the last two digits and every earlier slice's counts without another stage:
-    `stages_emit.slice_counts16`). Then R tasks on the last programs fill each such row's list with -1 (emit
-    writes over it). LIST: the scan reads the slice's list that sel1 left (cand_key, ncand[t] keys), not its
-    scores (a key below sel1's prefix is below this one: the same counts)."""
+    `stages_emit.slice_counts16`). Then each such row's list filled with -1 (`clear_lists`). LIST: the scan
+    reads the slice's list that sel1 left (cand_key, ncand[t] keys), not its scores (a key below sel1's prefix is
+    below this one: the same counts)."""
     SCOL: tl.constexpr = PMAX * PAGE
     parity = epoch & 1
     zero_other_parity(hist2_ptr, parity, pid, R, NPROG)
@@ -268,12 +276,7 @@ def select_low16(scores_ptr, lens, hist1_ptr, hist2_ptr, hist16_ptr, kept1_ptr, 
                 x = x_next
             tl.store(cnt16_ptr + t * 2, above)
             tl.store(cnt16_ptr + t * 2 + 1, at)
-    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
-        if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            for k0 in range(0, KTOP, KB):
-                tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+    clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S, R, KTOP, LS, NPROG, SKIP_MASK, COUNT_TASKS)
 
 
 @triton.jit
