@@ -273,8 +273,11 @@ class Tiles:
     # one atomic a key), lists those bits a slice and leaves each slice's counts above the prefix and at it
     # (`stages_select.select_low16`); emit then finds the third digit from sel2's histogram and the last from the
     # 16-bit one at that digit, and every earlier slice's counts from those lists (`stages_emit.slice_counts16`), so
-    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Not yet timed on a GPU.
-    index_last16: bool = True
+    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Off until an A/B on a GPU
+    # shows it faster: built in a session where no device could be started, so only its interpreter checks (the
+    # same bits as the four stages, ties that overflow the lists' tile included) and an sm_90 AOT compile on a CPU
+    # (TP8, 1 row: 255 registers, 0 spills) ran.
+    index_last16: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
