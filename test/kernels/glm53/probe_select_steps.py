@@ -1,5 +1,5 @@
 """Time the sliced radix select's stages alone on a GPU (`stages_select.select_digit` as sel1 / sel2 / sel3, then
-`stages_select.emit`), each launched on its own over random scores at a scan step width (`Tiles.index_scan`), and a
+`stages_emit.emit`), each launched on its own over random scores at a scan step width (`Tiles.index_scan`), and a
 bare scan loop with and without sel1's atomics (and its loads two steps ahead), so that a stage's time splits into
 its scan, its atomics and the rest.
 
@@ -61,9 +61,9 @@ def _emit(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
-    stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
-           pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, cand_pos_ptr,
-           cand_key_ptr, ncand_ptr, LIST, EK=EK)
+    stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch,
+                     pid, pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False,
+                     cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, EK=EK)
 
 
 @triton.jit
