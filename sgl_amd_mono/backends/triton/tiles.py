@@ -252,7 +252,7 @@ class Tiles:
     # Mixed (0.7 us lost at 8K 1 row, where the target is missed; under 1 us gained at 128K): not taken.
     index_page_chunk: int = 0
     # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
-    # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
+    # scan of the rows' totals a tile: `stages_emit.emit_chunks`) instead of index_scan keys a step (0). Alone
     # (results/indexer18_h200_probe_emit_chunks.log, 132 programs, µs a launch with its gap): 8 rows of 131072 keys
     # 12.5 -> 10.7 ([256, 2]), 8.7 ([256, 4]), 9.8 ([256, 8]); 4 rows 7.5 -> 5.5 ([256, 4]); 1 row of 8192 keys 3.5
     # -> 3.4. In the launch, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, before sel1's lists

@@ -9,7 +9,7 @@ task a (row, slice) on 132 programs. The chain sel1 -> sel2 -> sel3 -> emit runs
 against the exactness rule (`glm53.indexer.radix_select`); then each stage is timed alone (µs a launch under a CUDA
 graph, launch gaps included: compare the variants with each other, not with the launch's stage spans). A repeated
 select stage counts into its histogram again (its counts grow, its work does not change); emit is idempotent.
---rows-k K ...: emit in [256, K] tiles too (`stages_select.emit_chunks`, tiles.index_emit_k), checked against the
+--rows-k K ...: emit in [256, K] tiles too (`stages_emit.emit_chunks`, tiles.index_emit_k), checked against the
 rule and timed beside emit's steps.
 --lists N ...: the chain with sel<N> listing each slice's keys at or above its prefix in [256, K] chunks for each
 --rows-k K (`stages_select.list_chunks`; tiles.index_compact K lists in sel1, at the 8-bit prefix) and the later
@@ -134,7 +134,7 @@ def main():
     p.add_argument("--scans", type=int, nargs="+", default=[512, 1024, 2048])
     p.add_argument("--iblk", type=int, default=256)
     p.add_argument("--rows-k", type=int, nargs="*", default=[8, 16],
-                   help="emit's keys a tile row in [256, K] chunks (`stages_select.emit_chunks`) beside its steps")
+                   help="emit's keys a tile row in [256, K] chunks (`stages_emit.emit_chunks`) beside its steps")
     p.add_argument("--lists", type=int, nargs="*", default=[],
                    help="also the chain with each slice's keys at or above the prefix listed by sel<N> (1: at digit "
                         "0's 8-bit prefix, as tiles.index_compact; 2: at the 16-bit one) in [256, K] chunks for each "
