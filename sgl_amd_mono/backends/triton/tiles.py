@@ -273,10 +273,13 @@ class Tiles:
     # one atomic a key), lists those bits a slice and leaves each slice's counts above the prefix and at it
     # (`stages_select.select_low16`); emit then finds the third digit from sel2's histogram and the last from the
     # 16-bit one at that digit, and every earlier slice's counts from those lists (`stages_emit.slice_counts16`), so
-    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Off until an A/B on a GPU
-    # shows it faster: built in a session where no device could be started, so only its interpreter checks (the
-    # same bits as the four stages, ties that overflow the lists' tile included) and an sm_90 AOT compile on a CPU
-    # (TP8, 1 row: 255 registers, 0 spills) ran.
+    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Under the interpreter the
+    # same bits as the four stages (ties that overflow the lists' tile included); on an H100 (no H200 could be
+    # started), trees alternated (results/indexer21_h100_ab_last16.log, means of two runs, rows 1 / 2 / 4 / 8): 8K
+    # 138.95 / 155.65 / 182.5 / 227.4 -> 138.05 / 155.3 / 182.5 / 227.2 us, 128K 149.6 / 174.9 / 212.1 / 293.75 ->
+    # 149.0 / 173.25 / 212.7 / 294.9; its check_layer (TP8 bf16 8K / 128K rows 1-8) and check_topk (8K / 128K)
+    # pass (results/indexer21_h100_check_layer_last16.log). The stage saved (3.6 us of span at 8K 1 row in the
+    # H200 traces) comes back as at most 0.9 us (not traced: the device was gone). Mixed, not taken.
     index_last16: bool = False
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
