@@ -50,8 +50,6 @@ CASES = {
     "w3_index_page_chunk4": (3, torch.bfloat16, "index_page_chunk=4"),
     "w3_index_emit_k1": (3, torch.bfloat16, "index_emit_k=1"),
     "w3_index_emit_k2_compact": (3, torch.bfloat16, "index_emit_k=2,index_compact=1"),
-    "w3_index_last16": (3, torch.bfloat16, "index_last16=1"),
-    "w3_index_last16_compact": (3, torch.bfloat16, "index_last16=1,index_compact=1,index_emit_k=2"),
 }
 
 

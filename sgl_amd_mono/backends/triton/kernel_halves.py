@@ -16,7 +16,6 @@ from sgl_amd_mono.backends.triton import stages_dense as dense_half
 from sgl_amd_mono.backends.triton import stages_index as index
 from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton import stages_select as select
-from sgl_amd_mono.backends.triton import stages_emit as emit_stage
 from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
 from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
 
@@ -152,16 +151,13 @@ def index_attention(
         S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0, XW_O_X: tl.constexpr = 0,
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
-        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
-        IL16: tl.constexpr = False, hist16_ptr=None, low16_ptr=None, cnt16_ptr=None):
+        X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
     embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
     IPCH: the score loop's page-id chunk (tiles.index_page_chunk); IEK: emit's keys a tile row (tiles.index_emit_k).
-    IL16: sel2 counts the last 16 bits into hist16, low16 and cnt16 and emit reads them (tiles.index_last16,
-    `glm53/kinds/indexer.last16`); sel3 passed.
     Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
@@ -268,14 +264,7 @@ def index_attention(
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
-        if IL16:  # four digits, the last 16 bits in sel2: sel3 passed (no scan, no wait), emit finds them
-            select.select_low16(scores_ptr, lens, hist1_ptr, hist2_ptr, hist16_ptr, kept1_ptr, kept2_ptr, cnt16_ptr,
-                                low16_ptr, topk_ptr, epoch, pid, ok, task_count_ptr, S_SEL2, R, KTOP, PMAX, NSL, IBLK,
-                                ISCAN, LS, NPROG, SKIP_MASK, COUNT_TASKS, IHC1, cand_key_ptr, ncand_ptr, ICOMPACT > 0)
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            pass_stages(sync_ptr, trace_ptr, S_SEL3, S_SEL3, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-        elif IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
+        if IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
@@ -291,25 +280,16 @@ def index_attention(
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
                                 NPROG, SKIP_MASK, COUNT_TASKS, IHC1)
-        if not IL16:
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        if IL16:
-            emit_stage.emit(scores_ptr, lens, page_table_ptr, hist2_ptr, kept2_ptr, cnt16_ptr, topk_ptr, err_ptr,
-                            launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                            NPROG, SKIP_MASK, COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK,
-                            True, hist16_ptr, low16_ptr)
-        else:
-            emit_stage.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                            launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                            NPROG, SKIP_MASK, COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
+                    epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:
         index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
         index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)
-        if IL16:
-            index.zero_other_parity_spread(hist16_ptr, epoch & 1, pid, R * 65536, NPROG)
         pass_stages(sync_ptr, trace_ptr, S_SEL2, S_EMIT, pid, N_STAGES, SKIP_ARRIVE, TRACE)
 
     ok = mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr,

@@ -183,14 +183,6 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
-def zero_other_parity_spread(hist_ptr, parity, pid, N: tl.constexpr, NPROG: tl.constexpr):
-    """The other parity's N words (every row's histograms; a multiple of 1024) zeroed for the next launch, 1024
-    words a piece over every program (`zero_other_parity` gives a row a program: too few for a large histogram)."""
-    for i in tl.range(pid * 1024, N, NPROG * 1024):
-        tl.store(hist_ptr + (1 - parity) * N + i + tl.arange(0, 1024), tl.zeros((1024,), dtype=tl.int32))
-
-
-@triton.jit
 def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums). SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's

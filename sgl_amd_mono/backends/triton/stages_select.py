@@ -16,9 +16,6 @@ agrees):
     IBLK blocks, a task each; the selection's tasks scan their slice ISCAN keys a step, loading the next step's
     scores before they use this one's. With tiles.index_compact (by width: 4 rows and more), sel1 also lists each
     slice's keys at or above digit 0's prefix (`list_chunks`), and sel2, sel3 and emit scan the lists instead.
-    With tiles.index_last16 sel2 counts the keys at its 16-bit prefix by their last 16 bits and lists them
-    (`select_low16`), sel3 is passed, and emit finds the last two digits itself. The last stage, emit, is
-    `stages_emit.py`'s.
 Both selections give the list of the exactness rule (`glm53/kinds/indexer.py`), so which one ran changes no
 bit. (Three passes of 11 / 11 / 10-bit digits were slower on the H200: a 2048-bin histogram in registers spills,
 and Triton's histogram costs grow with its bins.)
@@ -27,9 +24,8 @@ and Triton's histogram costs grow with its bins.)
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.stages_index import (BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity,
-                                                       zero_other_parity_spread)
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
+from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
 # a thread at the kernels' 8 warps
@@ -203,80 +199,12 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
     if LAST:
-        clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S, R, KTOP, LS, NPROG, SKIP_MASK, COUNT_TASKS)
-
-
-@triton.jit
-def clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-                LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """R tasks (row r) on the last programs: each row that takes the sliced select (past LS keys) has its list
-    filled with -1, which emit then writes over (the stage before emit: its hand-off orders them)."""
-    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
-        if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            for k0 in range(0, KTOP, KB):
-                tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
-
-
-@triton.jit
-def select_low16(scores_ptr, lens, hist1_ptr, hist2_ptr, hist16_ptr, kept1_ptr, kept2_ptr, cnt16_ptr, low16_ptr,
-                 topk_ptr, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-                 PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-                 NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, HCP: tl.constexpr,
-                 cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = False):
-    """sel2 with tiles.index_last16 (sel3 passed): task (row r, slice s) of the rows past LS keys finds the 16-bit
-    prefix (`found_prefix` over kept1 and digit 1's histogram hist1 in HCP copies; kept at kept2 for emit), then
-    counts each of the slice's keys at that prefix twice, one integer atomic each: by its third digit (bits 15..8)
-    into hist2[epoch % 2] and by its low 16 bits into hist16[epoch % 2] (65536 bins a row); lists those low 16 bits
-    in position order at the slice's start in low16, and stores the slice's keys above the prefix and at it at
-    cnt16[t] (so emit finds the last two digits and every earlier slice's counts without another stage:
-    `stages_emit.slice_counts16`). Then each such row's list filled with -1 (`clear_lists`). LIST: the scan
-    reads the slice's list that sel1 left (cand_key, ncand[t] keys), not its scores (a key below sel1's prefix is
-    below this one: the same counts)."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    parity = epoch & 1
-    zero_other_parity(hist2_ptr, parity, pid, R, NPROG)
-    zero_other_parity_spread(hist16_ptr, parity, pid, R * 65536, NPROG)
-    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    blk = tl.arange(0, ISCAN)
-    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        r = t // NSL
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            src = cand_key_ptr + r * SCOL if LIST else scores_ptr + r * SCOL
-            x = load_step(src, s0 + blk, s1, LIST)  # issued before the histograms are read
-            if LIST:
-                s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-            need, prefix = found_prefix(kept1_ptr, hist1_ptr, r, parity * R + r, KTOP, False, HCP)
-            keep_prefix(kept2_ptr, need, prefix, r, t % NSL == 0)
-            h2_ptr = hist2_ptr + (parity * R + r) * BINS
-            h16_ptr = hist16_ptr + (parity * R + r) * 65536
-            dst = low16_ptr + r * SCOL + s0
-            above = rlen * 0
-            at = rlen * 0
-            for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
-                tt = t0 + blk
-                x_next = load_step(src, tt + ISCAN, s1, LIST)
-                u = key_of(x, LIST)
-                valid = tt < s1
-                high = (u >> 16).to(tl.int64)
-                hit = valid & (high == prefix)
-                # keys at the prefix (high 16 bits) and above it (low), each < 2^16 a step
-                both = tl.sum(hit.to(tl.int32) * 65536 + (valid & (high > prefix)).to(tl.int32), axis=0)
-                above += both & 65535
-                if both >= 65536:  # a step with a key at the prefix
-                    low = (u & 65535).to(tl.int32)
-                    tl.atomic_add(h2_ptr + (low >> 8), 1, mask=hit, sem="relaxed")
-                    tl.atomic_add(h16_ptr + low, 1, mask=hit, sem="relaxed")
-                    tl.store(dst + at + tl.cumsum(hit.to(tl.int32), axis=0) - 1, low, mask=hit)
-                    at += both >> 16
-                x = x_next
-            tl.store(cnt16_ptr + t * 2, above)
-            tl.store(cnt16_ptr + t * 2 + 1, at)
-    clear_lists(lens, topk_ptr, pid, ok, task_count_ptr, S, R, KTOP, LS, NPROG, SKIP_MASK, COUNT_TASKS)
+        KB: tl.constexpr = 256 if KTOP > 256 else KTOP
+        for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
+            if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+                count_task(task_count_ptr, S, COUNT_TASKS)
+                for k0 in range(0, KTOP, KB):
+                    tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
 
 
 @triton.jit
@@ -392,3 +320,192 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
             if (rlen > KTOP) & (rlen <= LS):
                 count_task(task_count_ptr, S, COUNT_TASKS)
                 select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+
+
+@triton.jit
+def dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP: tl.constexpr):
+    """The furthest list entry outside [0, KTOP) that an emit task's slice would have put (+1; 0: none), from its
+    counts before and after its scan: its keys above the threshold went to entries [n_above0, n_above), those at
+    it to KTOP - need + [n_at0, min(n_at, need)). Only counts that disagree with the threshold (a bug) give one;
+    the scan's stores dropped it."""
+    put_above = n_above > n_above0
+    first_at = KTOP - need + n_at0
+    worst = tl.where(put_above & (n_above > KTOP), n_above, 0)  # the last entry n_above - 1, +1
+    worst = tl.maximum(worst, tl.where(put_above & (n_above0 < 0), 1 - n_above0, 0))
+    return tl.maximum(worst, tl.where((tl.minimum(n_at, need) > n_at0) & (first_at < 0), 1 - first_at, 0))
+
+
+@triton.jit
+def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
+         launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
+         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
+         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0):
+    """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
+    page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
+    in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
+    them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
+    counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
+    outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
+    (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
+    list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
+    its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
+    ISCAN-key steps."""
+    parity = epoch & 1
+    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        r = t // NSL
+        s = t % NSL
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        s0, s1 = slice_of(rlen, s, NSL, IBLK)
+        if (rlen > LS) & (s0 < s1):
+            count_task(task_count_ptr, S, COUNT_TASKS)
+            if EK > 0:
+                n_above0, n_above, n_at0, n_at, need = emit_chunks(
+                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
+            else:
+                n_above0, n_above, n_at0, n_at, need = emit_steps(
+                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
+            # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
+            # its instructions (sm_90)
+            worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
+            if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
+                report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+
+
+@triton.jit
+def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr):
+    """A scan step's keys put in row r's list as their slots: incl, each key's inclusive count in the slice's step
+    of the keys above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key
+    above and KTOP - need + at-before + rank for one of the first `need` at it. An entry outside [0, KTOP) is dropped
+    (`dropped_entry` reports it)."""
+    rank_above = n_above + (incl & 65535) - 1
+    rank_at = n_at + (incl >> 16) - 1
+    take_at = is_at & (rank_at < need)
+    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
+    put = is_above | take_at
+    tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
+
+
+@triton.jit
+def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr):
+    """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
+    (cand_pos, from L2)."""
+    if LIST:
+        return tl.load(cand_pos_ptr + r * SCOL + tt, mask=tt < end, other=0, cache_modifier=".cg")
+    else:
+        return tt
+
+
+@triton.jit
+def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
+    """Row r's key positions pos (where valid) as physical slots: page_table[r, pos // 64] * 64 + pos % 64."""
+    return tl.load(page_table_ptr + r * PMAX + pos // PAGE, mask=valid, other=0) * PAGE + pos % PAGE
+
+
+@triton.jit
+def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
+               PMAX: tl.constexpr, LIST: tl.constexpr):
+    """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
+    or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
+    LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
+    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    if LIST:
+        src = cand_key_ptr + r * SCOL
+    else:
+        src = scores_ptr + r * SCOL
+    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST)
+    x = load_step(src, s0 + offs, s1, LIST)
+    if LIST:
+        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
+    return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
+
+
+@triton.jit
+def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
+                 NSL: tl.constexpr):
+    """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
+    largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
+    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1])."""
+    sls = tl.arange(0, NSL)
+    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+    d = (thr & 255).to(tl.int32)
+    before = sls < s
+    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
+    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
+                             cache_modifier=".cg"), axis=0)
+    return need, thr, n_above, tl.sum(at_or_above, axis=0) - n_above
+
+
+@triton.jit
+def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+               R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+    """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
+    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    blk = tl.arange(0, ISCAN)
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
+                                  PMAX, LIST)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    n_above0 = n_above
+    n_at0 = n_at
+    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+        tt = t0 + blk
+        valid = tt < s1
+        x_next = load_step(src, tt + ISCAN, s1, LIST)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + ISCAN, s1, SCOL, LIST),
+                             tt + ISCAN < s1, PMAX)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
+        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
+        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
+        put_entries(topk_ptr, r, slot, both, is_above, is_at, n_above, n_at, need, KTOP)
+        counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        slot = slot_next
+    return n_above0, n_above, n_at0, n_at, need
+
+
+@triton.jit
+def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
+                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+    """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
+    key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
+    a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
+    one's scans."""
+    SCOL: tl.constexpr = PMAX * PAGE
+    CH: tl.constexpr = EMIT_ROWS * EK
+    offs = chunk_offsets(EK)
+    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
+                                  offs, PMAX, LIST)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    n_above0 = n_above
+    n_at0 = n_at
+    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + offs
+        valid = tt < s1
+        x_next = load_step(src, tt + CH, s1, LIST)
+        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + CH, s1, SCOL, LIST), tt + CH < s1,
+                             PMAX)
+        u = key_of(x, LIST).to(tl.int64)
+        is_above = valid & (u > thr)
+        is_at = valid & (u == thr)
+        both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
+        row_tot = tl.sum(both, axis=1)
+        incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
+        put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP)
+        counts = tl.sum(row_tot, axis=0)
+        n_above += counts & 65535
+        n_at += counts >> 16
+        x = x_next
+        slot = slot_next
+    return n_above0, n_above, n_at0, n_at, need

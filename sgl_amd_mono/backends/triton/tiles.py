@@ -252,7 +252,7 @@ class Tiles:
     # Mixed (0.7 us lost at 8K 1 row, where the target is missed; under 1 us gained at 128K): not taken.
     index_page_chunk: int = 0
     # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
-    # scan of the rows' totals a tile: `stages_emit.emit_chunks`) instead of index_scan keys a step (0). Alone
+    # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
     # (results/indexer18_h200_probe_emit_chunks.log, 132 programs, µs a launch with its gap): 8 rows of 131072 keys
     # 12.5 -> 10.7 ([256, 2]), 8.7 ([256, 4]), 9.8 ([256, 8]); 4 rows 7.5 -> 5.5 ([256, 4]); 1 row of 8192 keys 3.5
     # -> 3.4. In the launch, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, before sel1's lists
@@ -269,18 +269,16 @@ class Tiles:
     # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
     # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
-    # index_last16: sel2 counts the keys at its 16-bit prefix by their low 16 bits too (a 65536-bin histogram a row,
-    # one atomic a key), lists those bits a slice and leaves each slice's counts above the prefix and at it
-    # (`stages_select.select_low16`); emit then finds the third digit from sel2's histogram and the last from the
-    # 16-bit one at that digit, and every earlier slice's counts from those lists (`stages_emit.slice_counts16`), so
-    # sel3 and its hand-off are passed. Four digits only (`glm53/kinds/indexer.last16`). Under the interpreter the
-    # same bits as the four stages (ties that overflow the lists' tile included); on an H100 (no H200 could be
-    # started), trees alternated (results/indexer21_h100_ab_last16.log, means of two runs, rows 1 / 2 / 4 / 8): 8K
-    # 138.95 / 155.65 / 182.5 / 227.4 -> 138.05 / 155.3 / 182.5 / 227.2 us, 128K 149.6 / 174.9 / 212.1 / 293.75 ->
-    # 149.0 / 173.25 / 212.7 / 294.9; its check_layer (TP8 bf16 8K / 128K rows 1-8) and check_topk (8K / 128K)
-    # pass (results/indexer21_h100_check_layer_last16.log). The stage saved (3.6 us of span at 8K 1 row in the
-    # H200 traces) comes back as at most 0.9 us (not traced: the device was gone). Mixed, not taken.
-    index_last16: bool = False
+    # Also built, checked and timed, not taken, reverted (commit fcaeac6 holds it: Tiles.index_last16): sel2 also
+    # counting the keys at its 16-bit prefix by their low 16 bits (a 65536-bin histogram a row) and listing those bits
+    # a slice, emit finding the last two digits from them and every earlier slice's counts from a [slices, 16] tile
+    # of the lists, sel3 and its hand-off passed. Under the interpreter the same bits as the four stages (ties that
+    # overflow the tile included). On an H100 (no H200 could be started), trees alternated
+    # (results/indexer21_h100_ab_last16.log, means of two runs, rows 1 / 2 / 4 / 8): 8K 138.95 / 155.65 / 182.5 /
+    # 227.4 -> 138.05 / 155.3 / 182.5 / 227.2 us, 128K 149.6 / 174.9 / 212.1 / 293.75 -> 149.0 / 173.25 / 212.7 /
+    # 294.9; its check_layer (TP8 bf16 8K / 128K rows 1-8) and check_topk (8K / 128K) pass
+    # (results/indexer21_h100_check_layer_last16.log). The stage removed (3.6 us of span at 8K 1 row in the H200
+    # traces) came back as at most 0.9 us (not traced: the device was gone before a trace could run).
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one

@@ -19,10 +19,7 @@ Its table is the shared kind's with the index work added to the attention half's
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
-          with four digits: `radix_digits`; with three every program passes it). With tiles.index_last16 (`last16`)
-          it also counts those keys by their low 16 bits (hist16), lists their low 16 bits a slice (low16) and
-          leaves the slice's counts above the 16-bit prefix and at it (cnt16); then (row): every sliced row's
-          list filled with -1; sel3 is passed and emit finds the last two digits (`stages_emit.slice_counts16`)
+          with four digits: `radix_digits`; with three every program passes it)
   sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
@@ -61,12 +58,6 @@ RADIX_DIGITS = {4: (8, 8, 8, 8), 3: (12, 12, 8)}
 def radix_digits(d) -> tuple[int, ...]:
     """The radix select's digit widths (bits, from the top) for these dims' tiles (tiles.index_digits)."""
     return RADIX_DIGITS[d.tiles.index_digits]
-
-
-def last16(d) -> bool:
-    """Whether sel2 counts the key's last 16 bits (tiles.index_last16, four digits only): emit then finds the last
-    two digits from sel2's histograms and lists, and sel3 is passed."""
-    return bool(d.tiles.index_last16) and len(radix_digits(d)) == 4
 
 
 def index_query_heads(d) -> int:
@@ -132,13 +123,6 @@ INDEX_SCRATCH = (
     B("ncand", lambda d: (d.R, d.NSL), "i32", "with index_compact: the keys of each slice's list in cand_pos"),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
-    B("hist16", lambda d: (2, d.R, 1 << 16 if last16(d) else 1), "i32",
-      "with index_last16: a row's keys at sel2's 16-bit prefix by their low 16 bits; [epoch % 2] this launch's, the "
-      "other zeroed"),
-    B("low16", lambda d: (d.R, d.PMAX * INDEX_PAGE if last16(d) else 1), "i32",
-      "with index_last16: each slice's keys at sel2's 16-bit prefix, their low 16 bits in position order from the "
-      "slice's start"),
-    B("cnt16", lambda d: (d.R, d.NSL, 2), "i32", "with index_last16: a slice's keys above sel2's 16-bit prefix, and at it"),
 )
 
 
@@ -172,21 +156,18 @@ def _stages() -> tuple[StageDef, ...]:
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: (d.R * d.NSL + d.R if last16(d) else bound(d)) if len(radix_digits(d)) == 4 else 0,
-                 ("scores", "lengths", "kept1", "hist1", "cand_key", "ncand"),
-                 ("hist2", "kept2", "hist16", "low16", "cnt16", "topk"), is_bound=True,
+        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1",
+                                                                                  "cand_key", "ncand"),
+                 ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three, passed); with index_last16 also the last 16 bits' histogram, each slice's list of "
-                     "its keys' low 16 bits at the 16-bit prefix and its counts, then (row): each sliced row's list "
-                     "filled with -1"),
-        StageDef("sel3", lambda d: 0 if last16(d) else d.R * d.NSL + d.R,
-                 ("scores", "lengths", "kept1", "hist1", "kept2", "hist2", "cand_key", "ncand"),
+                     "with three, passed)"),
+        StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
+                                                      "cand_key", "ncand"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
-                     "counts at or above each last digit; then (row): each sliced row's list filled with -1 (with "
-                     "index_last16, passed)"),
+                     "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3", "cand_pos", "cand_key",
-                                 "ncand", "kept2", "hist2", "hist16", "low16", "cnt16"), ("topk",),
+                                 "ncand"), ("topk",),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
                                     "slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
