@@ -269,6 +269,10 @@ class Tiles:
     # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
     # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
+    # swap_qb (index kinds): the q_b stage's GEMVs (q_b and wq_b) with swapped block products (`tile_ops._block_dot`
+    # SWAP: an fp8 wgmma of the weight tile straight from shared memory) instead of rows first; 1: as swap_ab, 2: each
+    # 32-long k slice's wgmma sum added in f32 (max_num_imprecise_acc 32). 0: as swap_ab (rows first).
+    swap_qb: int = 0
     # Also built, checked and timed, not taken, reverted (commit fcaeac6 holds it: Tiles.index_last16): sel2 also
     # counting the keys at its 16-bit prefix by their low 16 bits (a 65536-bin histogram a row) and listing those bits
     # a slice, emit finding the last two digits from them and every earlier slice's counts from a [slices, 16] tile
@@ -471,6 +475,9 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
+        if self.swap_qb not in (0, 1, 2):
+            raise ValueError(f"swap_qb {self.swap_qb} is not 0 (as swap_ab), 1 (swapped) or 2 (swapped, each 32-long k "
+                             "slice summed in f32)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
