@@ -269,10 +269,16 @@ class Tiles:
     # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
     # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
-    # swap_qb (index kinds): the q_b stage's GEMVs (q_b and wq_b) with swapped block products (`tile_ops._block_dot`
-    # SWAP: an fp8 wgmma of the weight tile straight from shared memory) instead of rows first; 1: as swap_ab, 2: each
-    # 32-long k slice's wgmma sum added in f32 (max_num_imprecise_acc 32). 0: as swap_ab (rows first).
-    swap_qb: int = 0
+    # swap_qb (the indexer kind): its q_b stage's GEMVs (q_b and wq_b: 96 tasks of 128 KB) with swapped block products
+    # (`tile_ops._block_dot` SWAP: an fp8 wgmma of the weight tile straight from shared memory) instead of rows first;
+    # 1: as swap_ab, 2: each 32-long k slice's wgmma sum added in f32 (Triton's max_num_imprecise_acc 32); 0: as
+    # swap_ab. The stage alone on an H100 (results/indexer22_h100_probe_qb.log, one row): 7.46 us rows first, 6.50
+    # swapped, 6.56 with 2 (its GEMVs within 1.6e-4 / 4.0e-5 of an f64 product, relative to the largest output,
+    # against 9.5e-8). The launch, one process, TP8, a decode row a request, rows 1 / 8
+    # (results/indexer22_h100_time_specs_swap_qb.log): 8K 138.0 / 227.1 us -> 136.8 / 225.3 (1), 136.3 / 227.7 (2);
+    # 128K 148.6 / 294.0 -> 146.6 / 291.4 (1), 147.3 / 295.9 (2). 1 by default: the NVIDIA default, as swap_moe; the
+    # shared kind's q_b stays rows first (bit-identical), and gfx950 keeps rows first (TARGET_TILES).
+    swap_qb: int = 1
     # Also built, checked and timed, not taken, reverted (commit fcaeac6 holds it: Tiles.index_last16): sel2 also
     # counting the keys at its 16-bit prefix by their low 16 bits (a 65536-bin histogram a row) and listing those bits
     # a slice, emit finding the last two digits from them and every earlier slice's counts from a [slices, 16] tile
@@ -545,7 +551,8 @@ KIND_TILES: dict[str, dict] = {
 # keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
-                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
+                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False,
+                                           "swap_qb": 0}}
 
 
 def target_of(device) -> str:
