@@ -60,13 +60,6 @@ def test_index_lists_by_width(width, want):
         Tiles(index_compact=3).resolve(li.glm53_geometry(), tp=8, width=width, n_programs=132)
 
 
-def test_swap_qb_by_target():
-    """The indexer's q_b stage swapped on NVIDIA (1), rows first on gfx950; a value past 2 is refused, named."""
-    assert Tiles().swap_qb == 1 and Tiles().for_target("gfx950").swap_qb == 0
-    with pytest.raises(ValueError, match="swap_qb 3 is not 0"):
-        Tiles(swap_qb=3).resolve(li.glm53_geometry(), tp=8, width=1, n_programs=132)
-
-
 def test_built_launch_resolves_both():
     """The table's task counts at a resolved build (`Tiles.resolve`): no 0-sized stage."""
     geo = li.glm53_geometry()

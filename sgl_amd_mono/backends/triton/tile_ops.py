@@ -103,10 +103,7 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
     quantized activations as f16 holding their fp8 values, so that rows first converts only the weight
     tile, was slower in the launch (up 54.8 vs 46.6 us, down 40.2 vs 34.8 at 8 rows;
     results/final_h200_act_f16.log)."""
-    if SWAP == 2:  # each 32-long k slice's wgmma sum added into an f32 sum (Triton's max_num_imprecise_acc)
-        w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
-        return acc + tl.dot(w, x, max_num_imprecise_acc=32) * ws[:, None] * xs[None, :]
-    elif SWAP:
+    if SWAP:
         w = tl.load(w_ptr + offs_n[:, None] + offs_k[None, :], mask=nmask[:, None], other=0.0)
         return acc + tl.dot(w, x) * ws[:, None] * xs[None, :]
     else:

@@ -269,16 +269,6 @@ class Tiles:
     # 8K 138.65 / 154.45 / 182.5 / 229.0 -> 138.6 / 155.05 / 183.1 / 228.65 us, 128K 148.7 / 175.35 / 211.7 / 294.5
     # -> 149.9 / 174.8 / 212.1 / 294.5.
     index_emit_k: int = 0
-    # swap_qb (the indexer kind): its q_b stage's GEMVs (q_b and wq_b: 96 tasks of 128 KB) with swapped block products
-    # (`tile_ops._block_dot` SWAP: an fp8 wgmma of the weight tile straight from shared memory) instead of rows first;
-    # 1: as swap_ab, 2: each 32-long k slice's wgmma sum added in f32 (Triton's max_num_imprecise_acc 32); 0: as
-    # swap_ab. The stage alone on an H100 (results/indexer22_h100_probe_qb.log, one row): 7.46 us rows first, 6.50
-    # swapped, 6.56 with 2 (its GEMVs within 1.6e-4 / 4.0e-5 of an f64 product, relative to the largest output,
-    # against 9.5e-8). The launch, one process, TP8, a decode row a request, rows 1 / 8
-    # (results/indexer22_h100_time_specs_swap_qb.log): 8K 138.0 / 227.1 us -> 136.8 / 225.3 (1), 136.3 / 227.7 (2);
-    # 128K 148.6 / 294.0 -> 146.6 / 291.4 (1), 147.3 / 295.9 (2). 1 by default: the NVIDIA default, as swap_moe; the
-    # shared kind's q_b stays rows first (bit-identical), and gfx950 keeps rows first (TARGET_TILES).
-    swap_qb: int = 1
     # Also built, checked and timed, not taken, reverted (commit fcaeac6 holds it: Tiles.index_last16): sel2 also
     # counting the keys at its 16-bit prefix by their low 16 bits (a 65536-bin histogram a row) and listing those bits
     # a slice, emit finding the last two digits from them and every earlier slice's counts from a [slices, 16] tile
@@ -289,6 +279,18 @@ class Tiles:
     # 294.9; its check_layer (TP8 bf16 8K / 128K rows 1-8) and check_topk (8K / 128K) pass
     # (results/indexer21_h100_check_layer_last16.log). The stage removed (3.6 us of span at 8K 1 row in the H200
     # traces) came back as at most 0.9 us (not traced: the device was gone before a trace could run).
+    # Also built, timed and checked, not taken, reverted (commits b2d3b2e, 27491f7: Tiles.swap_qb): the indexer's q_b
+    # stage GEMVs (q_b and wq_b, 96 tasks of 128 KB) with swapped block products (an fp8 wgmma), 1 as swap_ab, 2 with
+    # each 32-long k slice summed in f32 (max_num_imprecise_acc 32). The stage alone on an H100
+    # (results/indexer22_h100_probe_qb.log): 7.46 us rows first, 6.50 swapped, 6.56 with 2; its GEMVs within 9.5e-8 /
+    # 1.6e-4 / 4.0e-5 of an f64 product. The launch, one process, TP8, a decode row a request, rows 1 / 8
+    # (results/indexer22_h100_time_specs_swap_qb.log): 8K 138.0 / 227.1 us -> 136.8 / 225.3 (1), 136.3 / 227.7 (2);
+    # 128K 148.6 / 294.0 -> 146.6 / 291.4 (1), 147.3 / 295.9 (2). 1's checks fail
+    # (results/indexer22_h100_check_*_swap_qb.log): check_layer TP8 8K 4 rows out.rel 0.196 (bound 0.045), o.rel
+    # 0.0012-0.016 where rows first gives 4e-5-2.9e-3 (the last16 build, results/indexer21_h100_check_layer_last16.log), topk.missed
+    # up tenfold; check_topk 128K with repeated keys misses 0.9995 of the oracle's list (rows first: 0). The same
+    # GEMV tasks take 10.0 us of own time in the launch's trace against 7.46 alone, and qkv_a's 7.4 against 8.26
+    # (results/indexer22_h100_trace_8k_swap_qb.log): not explained.
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
@@ -481,9 +483,6 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
-        if self.swap_qb not in (0, 1, 2):
-            raise ValueError(f"swap_qb {self.swap_qb} is not 0 (as swap_ab), 1 (swapped) or 2 (swapped, each 32-long k "
-                             "slice summed in f32)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
@@ -551,8 +550,7 @@ KIND_TILES: dict[str, dict] = {
 # keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
-                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False,
-                                           "swap_qb": 0}}
+                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
 
 
 def target_of(device) -> str:
