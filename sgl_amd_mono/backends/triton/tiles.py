@@ -287,10 +287,10 @@ class Tiles:
     # (results/indexer22_h100_time_specs_swap_qb.log): 8K 138.0 / 227.1 us -> 136.8 / 225.3 (1), 136.3 / 227.7 (2);
     # 128K 148.6 / 294.0 -> 146.6 / 291.4 (1), 147.3 / 295.9 (2). 1's checks fail
     # (results/indexer22_h100_check_*_swap_qb.log): check_layer TP8 8K 4 rows out.rel 0.196 (bound 0.045), o.rel
-    # 0.0012-0.016 where rows first gives 4e-5-2.9e-3 (the last16 build, results/indexer21_h100_check_layer_last16.log), topk.missed
-    # up tenfold; check_topk 128K with repeated keys misses 0.9995 of the oracle's list (rows first: 0). The same
-    # GEMV tasks take 10.0 us of own time in the launch's trace against 7.46 alone, and qkv_a's 7.4 against 8.26
-    # (results/indexer22_h100_trace_8k_swap_qb.log): not explained.
+    # 0.0012-0.016 where rows first gives 4e-5-2.9e-3 (the last16 build,
+    # results/indexer21_h100_check_layer_last16.log), topk.missed up tenfold; check_topk 128K with repeated keys misses
+    # 0.9995 of the oracle's list (rows first: 0). The same GEMV tasks take 10.0 us of own time in the launch's trace
+    # against 7.46 alone, and qkv_a's 7.4 against 8.26 (results/indexer22_h100_trace_8k_swap_qb.log): not explained.
     # Also built and timed, not faster, removed: the select's scan steps (sel1-sel3, emit) one key a lane, so that no
     # step converted layouts through shared memory (commit 3e3902c; sm_90 AOT of the 8-row build's scan loops,
     # results/indexer11_select_sass_cpu.txt: sel1's barriers 4 -> 0, emit's 13 -> 7, sel3's 5 either way). H200, one
