@@ -352,6 +352,15 @@ class Tiles:
     # (results/indexer8_h200_time_specs_ks_w.log), rows 1 / 8: 8K 135.6 / 202.5 us with ks_i's 6, 135.3 / 199.4
     # with 16, 134.8 / 201.3 with 48; 128K 150.4 / 276.6, 146.4 / 275.2, 148.0 / 276.1. 16 taken.
     ks_w: int = 16
+    # Candidate, not yet the default (its checks ran in part): q_b and wq_b unsplit in 64-column tiles (bn_b 64 / ks_b
+    # 1, bn_iq 64 / ks_iq 1: the same 96 tasks of 128 KB, each over all 16 k blocks), so absorb and the index queries
+    # read one part, not two. H100, one process, TP8, a decode row a request, rows 1 / 8
+    # (results/indexer22_h100_time_specs_ks1.log): 8K 139.1 / 230.0 us -> 136.2 / 227.2, 128K 150.8 / 294.7 -> 148.8 /
+    # 294.6 (bn_iq 64 / ks_iq 1 alone 137.6 / 229.2, 150.1 / 296.0; both in 128-column tiles 140.1 / 230.9, 153.0 /
+    # 298.1); at 8K 1 row absorb's span 7.7 -> 5.9 us, q_b's unchanged (results/indexer22_h100_trace_8k_ks1.log, its
+    # last program an index query's). check_layer TP8 bf16 8K rows 1-8 and 128K 1 row, and check_topk at 8K / 128K:
+    # 0 failures (results/indexer22_h100_check_{layer_tp8,topk}_ks1.log). Before it is the default: 128K rows 2-8,
+    # fp8 KV, TP1, 300K, the dense kind (which shares these fields), and the H200 standing run.
     bn_iq: int = 128
     ks_iq: int = 2
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
