@@ -352,17 +352,9 @@ class Tiles:
     # (results/indexer8_h200_time_specs_ks_w.log), rows 1 / 8: 8K 135.6 / 202.5 us with ks_i's 6, 135.3 / 199.4
     # with 16, 134.8 / 201.3 with 48; 128K 150.4 / 276.6, 146.4 / 275.2, 148.0 / 276.1. 16 taken.
     ks_w: int = 16
-    # Candidate, not yet the default (its checks ran in part): q_b and wq_b unsplit in 64-column tiles (bn_b 64 / ks_b
-    # 1, bn_iq 64 / ks_iq 1: the same 96 tasks of 128 KB, each over all 16 k blocks), so absorb and the index queries
-    # read one part, not two. H100, one process, TP8, a decode row a request, rows 1 / 8
-    # (results/indexer22_h100_time_specs_ks1.log): 8K 139.1 / 230.0 us -> 136.2 / 227.2, 128K 150.8 / 294.7 -> 148.8 /
-    # 294.6 (bn_iq 64 / ks_iq 1 alone 137.6 / 229.2, 150.1 / 296.0; both in 128-column tiles 140.1 / 230.9, 153.0 /
-    # 298.1); at 8K 1 row absorb's span 7.7 -> 5.9 us, q_b's unchanged (results/indexer22_h100_trace_8k_ks1.log, its
-    # last program an index query's). check_layer TP8 bf16 8K rows 1-8 and 128K 1 row, and check_topk at 8K / 128K:
-    # 0 failures (results/indexer22_h100_check_{layer_tp8,topk}_ks1.log). Before it is the default: 128K rows 2-8,
-    # fp8 KV, TP1, 300K, the dense kind (which shares these fields), and the H200 standing run.
-    bn_iq: int = 128
-    ks_iq: int = 2
+    # bn_iq / ks_iq: wq_b's column tile and k parts; 0 = the kind's (KIND_TILES, with bn_b / ks_b: see there)
+    bn_iq: int = 0
+    ks_iq: int = 0
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
@@ -537,12 +529,26 @@ class Tiles:
 # q_b's stage in 64 KB tasks (commit 0b689f6, reverted): slower at every point, ab_trees in one run
 # (results/indexer11_h200_ab_defer_qb_absorb.log): 8K 132.8-133.0 -> 141.9-142.4 us at 1 row, 199.3-199.5 -> 214.5-214.6
 # at 8; 128K 143.9-145.0 -> 150.2-150.9, 267.2-267.8 -> 283.6-283.7 (its checks passed; not traced).
+# q_b and wq_b unsplit in 64-column tiles (bn_b 64 / ks_b 1, bn_iq 64 / ks_iq 1: the same 96 tasks of 128 KB as
+# 128-column tiles of 2 parts, each over all 16 k blocks), so absorb and the index queries read one part, not two.
+# H100, one process, TP8, a decode row a request, rows 1 / 8 (results/indexer22_h100_time_specs_ks1.log): 8K 139.1 /
+# 230.0 us -> 136.2 / 227.2, 128K 150.8 / 294.7 -> 148.8 / 294.6 (bn_iq 64 / ks_iq 1 alone 137.6 / 229.2, 150.1 /
+# 296.0; both in 128-column tiles 140.1 / 230.9, 153.0 / 298.1); at 8K 1 row absorb's span 7.7 -> 5.9 us, q_b's
+# unchanged (results/indexer22_h100_trace_8k_ks1.log). Taken on two more H100 runs, each in one process with the
+# order of the two tile sets swapped (results/indexer23_h100_time_indexer.log, new first, with the per-op path;
+# indexer23_h100_time_specs_reversed.log, old first): new minus old, mean of the two, -1.0 / -1.65 / -1.6 / -2.45 us
+# at 8K rows 1 / 2 / 4 / 8 and -1.6 / -2.8 / -1.2 / -1.25 at 128K (8K 1 row +0.4 with new timed first). Checks of
+# these tiles, 0 failures (results/indexer23_h100_check_*): the indexer at TP8 8K / 128K rows 1-8, fp8 KV, TP1 rows
+# 1 / 2 / 4; check_topk at 8K / 128K / 300K; the dense kind at TP8 rows 1-8, the tokens kind at TP1 rows 1 / 2 / 4.
+# No H200 could be started in that session.
+# The shared and tail kinds do not read bn_iq / ks_iq: they resolve so that every field does.
+_INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1}
 KIND_TILES: dict[str, dict] = {
-    "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4},
-    "indexer": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
-    "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4},  # unread by it: the shared kind's, so every field resolves
-    "dense": {"ks_a": 6, "bn_b": 128, "ks_b": 2},  # the indexer's front: its tiles (not timed apart)
-    "tokens": {"ks_a": 6, "bn_b": 128, "ks_b": 2},
+    "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1},
+    "indexer": _INDEXER_FRONT,
+    "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1},  # unread by it: the shared kind's
+    "dense": _INDEXER_FRONT,  # the indexer's front: its tiles
+    "tokens": _INDEXER_FRONT,
 }
 
 # Per-target build defaults over Tiles(); sm_90 (verified on the H200) is deliberately absent.

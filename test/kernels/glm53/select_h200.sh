@@ -4,11 +4,15 @@
 #   specs     each tile spec in $SPECS (space-separated, e.g. "index_compact=2 index_compact=4") timed beside the
 #             defaults in one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, 8K / 128K; PROBE=1 first
 #             runs probe_select_steps.py (emit in [256, k] tiles beside its steps)
-#   standing  both kinds timed in one run with SGLang's per-op path, then check_topk at 8K / 128K / 300K
+#   standing  both kinds timed in one run with SGLang's per-op path (the indexer beside each tile spec in $SPECS, if
+#             any), then check_topk at 8K / 128K / 300K (not with TOPK=0)
 #   standing2 check_layer at rows 1 / 2 (TP8 bf16 8K / 128K, fp8 KV 8K, TP1 8K), then both kinds timed twice,
 #             alternated (indexer, shared, indexer, shared), no per-op path
 #   checks    check_layer at rows 1 / 2 / 4 / 8 (TP8 bf16 8K / 128K, fp8 KV 8K), TP1 rows 1 / 2 / 4 at 8K, then the
-#             indexer kind traced at 8K 1 row and 128K 8 rows (trace_8k.log, trace_128k.log)
+#             dense kind (the indexer's front) at rows 1 / 2 / 4 / 8 (TP8 bf16 8K)
+#   topk      check_topk at 8K / 128K / 300K, then check_layer at TP1 bf16 8K: the indexer at 4 rows, the tokens kind
+#             (the indexer's front) at rows 1 / 2 / 4
+#   traces    the indexer kind traced at 8K 1 row and 128K 8 rows (trace_8k.log, trace_128k.log)
 # From the repo root with .whl (SGLang's wheels) carried.
 set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p /tmp/site "${OUT:=out}"
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
@@ -26,13 +30,15 @@ specs)
   grep -E "\]: launch|bandwidth" $OUT/specs.log | cut -c1-60 ;;
 standing)
   B+=("|4|bf16|||||300000" "|8|bf16|||||300000")
+  for w in 1 2 4 8; do for c in 8192 131072; do for s in ${SPECS:-}; do B+=("$s|$w|bf16|||||$c"); done; done; done
   timeout 200 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1 &
   timeout 200 python3 $G/precompile.py --kind shared --jobs 4 --builds "${S[@]}" > $OUT/pre_shared.log 2>&1 &
   wait; el "pre"
-  timeout 200 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
-    --no-variants > $OUT/time_indexer.log 2>&1; el "time indexer rc=$?"
+  timeout 250 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
+    --no-variants ${SPECS:+--specs $SPECS} > $OUT/time_indexer.log 2>&1; el "time indexer rc=$?"
   timeout 120 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
     --no-variants > $OUT/time_shared.log 2>&1; el "time shared rc=$?"
+  [ "${TOPK:-1}" = 0 ] && exit 0
   timeout 150 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > $OUT/check_topk.log 2>&1
   el "check_topk rc=$?"; tail -1 $OUT/check_topk.log ;;
 standing2)
@@ -56,18 +62,32 @@ standing2)
 checks)
   for w in 1 2 4 8; do B+=("|$w|fp8|||||8192"); done
   for w in 1 2 4; do B+=("|$w|bf16||||1|8192"); done
-  B+=("|1|bf16|||1||8192" "|8|bf16|||1||131072")
-  timeout 200 python3 $G/precompile.py --kind indexer --jobs 14 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  for w in 1 2 4 8; do B+=("dense:|$w|bf16|||||8192"); done  # one pool: two ran out of GPU memory
+  timeout 200 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
   timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --kv bf16 \
     --no-deadline > $OUT/check_layer_tp8.log 2>&1; el "check tp8 rc=$?"
   timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
     > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
   timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
     > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
+  timeout 70 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 --no-deadline \
+    > $OUT/check_layer_dense.log 2>&1; el "check dense rc=$?"
+  tail -qn1 $OUT/check_layer_*.log ;;
+topk)
+  B=("|4|bf16|||||300000" "|8|bf16|||||300000" "|4|bf16||||1|8192"); for w in 1 2 4; do B+=("tokens:|$w|bf16||||1|8192"); done
+  timeout 150 python3 $G/precompile.py --kind indexer --jobs 5 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  timeout 200 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > $OUT/check_topk.log 2>&1
+  el "check_topk rc=$?"; tail -1 $OUT/check_topk.log
+  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 4 --contexts 8192 --kv bf16 --no-deadline \
+    > $OUT/check_layer_tp1_w4.log 2>&1; el "check tp1 w4 rc=$?"; tail -1 $OUT/check_layer_tp1_w4.log
+  timeout 90 python3 $G/check_layer.py --kind tokens --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
+    > $OUT/check_layer_tokens.log 2>&1; el "check tokens rc=$?"; tail -1 $OUT/check_layer_tokens.log ;;
+traces)
+  B=("|1|bf16|||1||8192" "|8|bf16|||1||131072")
+  timeout 200 python3 $G/precompile.py --kind indexer --jobs 2 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
   timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --trace 1 --contexts 8192 --shape decode \
     > $OUT/trace_8k.log 2>&1; el "trace 8k rc=$?"
   timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --trace 8 --contexts 131072 --shape decode \
-    > $OUT/trace_128k.log 2>&1; el "trace 128k rc=$?"
-  tail -qn1 $OUT/check_layer_*.log ;;
-*) echo "PART ${PART} is not one of specs, standing, standing2, checks" >&2; exit 2 ;;
+    > $OUT/trace_128k.log 2>&1; el "trace 128k rc=$?" ;;
+*) echo "PART ${PART} is not one of specs, standing, standing2, checks, topk, traces" >&2; exit 2 ;;
 esac
