@@ -230,9 +230,6 @@ def main():
             check_tp.check_held(kc, geo, args.tp_emulate, TILES)
         print(f"check_layer: {len(FAILS)} failures")
         sys.exit(1 if FAILS else 0)
-    if args.kind == "tokens" and max(args.tp) > 1:  # its oracle embeds every id; a rank alone holds 1/tp of the rows
-        raise SystemExit(f"--kind tokens --tp {max(args.tp)}: one rank alone holds only its vocab rows and the other "
-                         "ranks' embedding rows come from their pushes; check TP > 1 with --tp-emulate, or --tp 1")
     for tp in [] if args.only_deadline else args.tp:
         for kv in args.kv:
             kvd = torch.bfloat16 if kv == "bf16" else torch.float8_e4m3fn

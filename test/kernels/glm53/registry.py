@@ -369,7 +369,12 @@ def _tokens_step(geo, *, width, context, kv_dtype, seed, device, **kw):
 
 
 def _tokens_oracle(geo, weights, step):
-    """The dense layer's oracle on the token ids' embedding rows, with no residual (layer 0)."""
+    """The dense layer's oracle on the token ids' embedding rows, with no residual (layer 0). The ids span the whole
+    vocab: weights of one rank alone at TP > 1 (1/tp of the rows) are refused, not read out of bounds."""
+    rows, vocab = weights[3].embed.shape[0], geo.shard(1).vocab
+    if rows < vocab:
+        raise ValueError(f"the tokens oracle embeds ids of the whole vocab ({vocab} rows) but these weights hold {rows}: "
+                         "one rank alone at TP > 1; check or time TP > 1 with --tp-emulate (every rank), or TP 1")
     return _indexer_oracle(geo, weights[:3], di.with_embedding_rows(step, weights[3]))
 
 
