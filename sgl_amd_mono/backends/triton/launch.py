@@ -277,15 +277,15 @@ class LaunchPlan:
         """Empty step tensors of the table's shapes (one cache slot), for compiling."""
         return self._empties(self.table.inputs)
 
-    def example_weights(self) -> dict:
-        """Empty contiguous weight tensors of the table's shapes (AOT compiles; SGLang's strided weights are
-        transposed views: pass those as they are)."""
-        return self._empties(self.table.weights)
+    def example_weights(self, device=None) -> dict:
+        """Empty contiguous weight tensors of the table's shapes, on `device` (default the plan's; AOT compiles;
+        SGLang's strided weights are transposed views: pass those as they are)."""
+        return self._empties(self.table.weights, device)
 
-    def _empties(self, buffers) -> dict:
+    def _empties(self, buffers, device=None) -> dict:
         d = self.dims
         return {b.name: torch.empty(tuple(1 if s is None else s for s in b.shape(d)), dtype=b.torch_dtype(d),
-                                    device=self.device) for b in buffers}
+                                    device=self.device if device is None else device) for b in buffers}
 
     def _compile(self, layer: BoundLayer, step) -> None:
         kernel, grid = self.kind.kernel, (self.n_programs,)

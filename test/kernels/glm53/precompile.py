@@ -38,32 +38,26 @@ def _views_of_one_buffer(tensors: dict) -> dict:
     return out
 
 
-# kinds whose builds draw their own layer on the GPU (the attention's full draw, kept for the next rank, and a MoE
-# draw they do not use): 18-22 GB a process at TP 8, where a shared or indexer build binds views of one buffer
-# (2.5-8 GB); 27 builds at 14 jobs ran 9 out of the H200's memory (results/tp2_h200_precompile.log)
-HEAVY = ("dense", "tokens")
-_HEAVY_SLOTS = None  # the pool's semaphore: at most --heavy-jobs HEAVY builds at once
+def build_tensors(plan, geo, tp: int) -> dict:
+    """Meta tensors of a build's weights as the check and timing scripts bind them: the table's contiguous weights
+    (`example_weights` on the meta device) with the attention and MoE weights in SGLang's strides over them
+    (`launch_inputs.meta_weights`). Equal in shapes, strides and dtypes to every kind's draw (the registry's
+    `weights`, test_precompile_tensors.py), so a bind of their views compiles what the scripts' binds compile.
+    Every kind binds views of one buffer: the dense kinds' own draws (the attention's full draw and a MoE draw
+    they do not use) took 17-22 GB a process and ran the H100's pools out of memory."""
+    from sgl_amd_mono.glm53 import launch_inputs as li
+    from sgl_amd_mono.glm53.layer import layer_tensors
 
-
-def _init(slots) -> None:
-    global _HEAVY_SLOTS
-    _HEAVY_SLOTS = slots
+    ex = plan.example_weights(device="meta")
+    return {**ex, **{k: v for k, v in layer_tensors(*li.meta_weights(geo, tp=tp)).items() if k in ex}}
 
 
 def warm(job: tuple) -> str:
-    if job[0] in HEAVY and _HEAVY_SLOTS is not None:
-        with _HEAVY_SLOTS:
-            return _warm(job)
-    return _warm(job)
-
-
-def _warm(job: tuple) -> str:
     import torch
 
     from sgl_amd_mono.backends.triton import kinds
     from sgl_amd_mono.backends.triton.tiles import Tiles
     from sgl_amd_mono.glm53 import launch_inputs as li
-    from sgl_amd_mono.glm53.layer import layer_tensors
 
     import registry
 
@@ -74,11 +68,6 @@ def _warm(job: tuple) -> str:
         width, tp, ctx = int(width or 1), int(tp or 8), int(ctx or 8192)
         kvd = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
         geo = li.glm53_geometry()
-        if kind in ("shared", "indexer"):
-            given = _views_of_one_buffer(layer_tensors(*li.meta_weights(geo, tp=tp)))
-        else:  # the kind's own draw (the check scripts' shapes and strides), on the GPU
-            kc = registry.get(kind)
-            given = kc.tensors(kc.weights(geo, tp=tp, seed=0, device="cuda"))
         opts = dataclasses.replace(registry.get(kind).options(ctx), skip_mask=int(mask or 0), skip_arrive=int(skip or -1),
                                    deadline_s=0.05 if skip else deadline, trace=bool(int(trace or 0)))
         tiles = Tiles().with_spec(spec)
@@ -90,7 +79,7 @@ def _warm(job: tuple) -> str:
             tiles = tp_emulate.rank_tiles(tiles, kind, geo, tp=tp, width=width)
             opts = tp_emulate.rank_options(dataclasses.replace(opts, local_partials=bool(int(local or 0))), tp, tiles)
         plan = kinds.plan(kind, geo, tp=tp, width=width, kv_dtype=kvd, device="cuda", options=opts, tiles=tiles)
-        plan.bind({**plan.example_weights(), **given})
+        plan.bind(_views_of_one_buffer(build_tensors(plan, geo, tp)))
         r = plan.resources
         return (f"precompiled {kind} '{build}' in {time.time() - t0:.1f} s: regs {r['n_regs']} spills {r['n_spills']} "
                 f"smem {r['smem']} hash {r['hash']}")
@@ -98,19 +87,11 @@ def _warm(job: tuple) -> str:
         return f"precompile {kind} '{build}' FAILED after {time.time() - t0:.1f} s: {type(e).__name__}: {e}"
 
 
-def spread(jobs: list) -> list:
-    """The jobs with the HEAVY kinds' spread evenly among the rest (a worker that takes one waits for a slot)."""
-    groups = [[j for j in jobs if j[0] in HEAVY], [j for j in jobs if j[0] not in HEAVY]]
-    keyed = [(i / len(g), n, j) for n, g in enumerate(groups) for i, j in enumerate(g)]
-    return [j for *_, j in sorted(keyed, key=lambda t: t[:2])]
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kind", default="shared")
     p.add_argument("--builds", nargs="+", required=True)
     p.add_argument("--jobs", type=int, default=16)
-    p.add_argument("--heavy-jobs", type=int, default=3, help=f"at most this many builds of {HEAVY} at once (GPU memory)")
     p.add_argument("--deadline", type=float, default=2.0,
                    help="the wait deadline of the run to warm (s): a deadline past ~2.1 s makes the timer bound a 64-bit "
                         "argument, another compiled signature (check_step: 10; the check scripts: 2)")
@@ -119,8 +100,7 @@ def main():
     builds = list(dict.fromkeys(a.builds))  # each once
     ctx = mp.get_context("spawn")
     jobs = [(*(b.split(":", 1) if ":" in b else (a.kind, b)), a.deadline) for b in builds]
-    jobs = spread(jobs)
-    with ctx.Pool(min(a.jobs, len(builds)), initializer=_init, initargs=(ctx.BoundedSemaphore(a.heavy_jobs),)) as pool:
+    with ctx.Pool(min(a.jobs, len(builds))) as pool:
         for line in pool.imap_unordered(warm, jobs):
             print(line, flush=True)
     print(f"precompile: {len(builds)} builds in {time.time() - t:.1f} s", flush=True)
