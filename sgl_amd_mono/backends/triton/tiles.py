@@ -543,11 +543,12 @@ class Tiles:
 # The dense kind, TP8 8K, the same two orders (results/indexer23_h100_time_dense{,_reversed}.log): -0.55 / -1.35 /
 # -0.95 us at rows 1 / 2 / 4, -1.9 at 8 rows (old first only). No H200 could be started in that session.
 # The shared and tail kinds do not read bn_iq / ks_iq: they resolve so that every field does.
+_SHARED_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1}
 _INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1}
 KIND_TILES: dict[str, dict] = {
-    "shared": {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1},
+    "shared": _SHARED_FRONT,
     "indexer": _INDEXER_FRONT,
-    "tail": {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1},  # unread by it: the shared kind's
+    "tail": _SHARED_FRONT,  # unread by it: the shared kind's
     "dense": _INDEXER_FRONT,  # the indexer's front: its tiles (timed above)
     "tokens": _INDEXER_FRONT,  # (not timed apart)
 }
