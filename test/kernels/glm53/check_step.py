@@ -2,7 +2,7 @@
 
 --model tiny: the tiny model of every kind (test/unit/_triton_step_main.py: tokens, dense, indexer, shared, tail).
 --model real: GLM-5.3 at its real shapes, TP 1, truncated to 7 layers: 0 (tokens), 1-2 (dense), 3-5 (shared),
-  6 (indexer MoE), then the tail; random weights in SGLang's layouts (drawn on the GPU, loaded by SGLang's own
+  6 (indexer MoE), then the tail (--layers 5: 3 shared, 4 indexer MoE, for an 80 GB card); random weights in SGLang's layouts (drawn on the GPU, loaded by SGLang's own
   load_weights and post-processing; ~45 GB).
 Either is built, loaded and post-processed by SGLang on CUDA (`../shared/examples/h200_sglang_model/`: sgl_kernel
 and deep_gemm as import-only stand-ins, which raise if called), the launches compiled for it (every width TP 1
@@ -65,11 +65,16 @@ def cuda_sglang(kv: str = "bf16"):
     tg._IS_DIST_READY = True
 
 
-def real_overrides() -> dict:
+def real_overrides(n_layers: int = 7) -> dict:
+    """GLM-5.3's config truncated to n_layers (at least 5: the tokens layer, two dense, a shared MoE layer and
+    an indexer MoE layer): the preset's first n_layers - 1 layers (0 tokens, 1-2 dense, then shared MoE layers),
+    then an indexer MoE layer (layer 6's type at 7 layers: the preset's own truncation)."""
     from sgl_amd_mono.glm53.config import GLM53_PRESET
 
-    return dict(GLM53_PRESET, num_hidden_layers=7, indexer_types=GLM53_PRESET["indexer_types"][:7],
-                max_position_embeddings=REAL_MAX_POS)
+    if n_layers < 5:
+        raise ValueError(f"--layers {n_layers}: a real step needs at least 5 (tokens, dense x2, shared, indexer MoE)")
+    types = [*GLM53_PRESET["indexer_types"][:n_layers - 1], "full"]
+    return dict(GLM53_PRESET, num_hidden_layers=n_layers, indexer_types=types, max_position_embeddings=REAL_MAX_POS)
 
 
 def build_cuda_model(overrides: dict):
@@ -141,6 +146,9 @@ def failures(res: dict, bounds: dict, *, real: bool) -> list[str]:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=("tiny", "real"), default="tiny")
+    p.add_argument("--layers", type=int, default=7,
+                   help="--model real: layers kept (7: 3-5 shared, 6 indexer MoE; 5: 3 shared, 4 indexer MoE, about "
+                        "half the GPU memory, for an 80 GB card)")
     p.add_argument("--kv", nargs="+", default=["bf16"], choices=("bf16", "fp8"),
                    help="one KV dtype a process (SGLang publishes its server args once)")
     p.add_argument("--contexts", type=int, nargs="+", default=[8192])
@@ -176,7 +184,7 @@ def main():
         raise SystemExit("--kv: one KV dtype a process")
     t0 = time.time()
     cuda_sglang(a.kv[0])
-    model, cfg = build_cuda_model(real_overrides() if a.model == "real" else tsm.LAUNCH_TINY)
+    model, cfg = build_cuda_model(real_overrides(a.layers) if a.model == "real" else tsm.LAUNCH_TINY)
     print(f"SGLang's model ({a.model}) built on CUDA in {time.time() - t0:.1f} s, "
           f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
     if a.fault_child:

@@ -7,6 +7,7 @@
 #   fault   the serving build's planted missed arrival in a child process
 #   pretime precompile the TP8 builds time_step takes (dense, indexer, shared, tail at 1 / 2 / 4 / 8 rows, 8K)
 #   time    time_step: 79 launches in one graph at the TP8 shard against the launches alone, the floor and per-op
+# LAYERS: check_step's --layers (default 7; 5 fits an 80 GB card). KVS: the KV dtypes pre compiles (default "bf16 fp8").
 # From the repo root with .whl carried (and the h200_sglang_model stand-ins at $STUBS); logs under $OUT/logs.
 set -u
 export PYTHONUNBUFFERED=1 SGLANG_DISABLE_DSA_INDEXER_FUSION=1
@@ -16,8 +17,8 @@ has() { [[ " $PARTS " == *" $1 "* ]]; }
 source test/kernels/glm53/h200_env.sh
 if has pre; then
   M=(); N=()
-  for k in indexer shared; do for w in 1 2 4; do for kv in bf16 fp8; do M+=("$k:|$w|$kv||||1|$CTX"); done; done; done
-  for k in tokens dense; do for w in 1 2 4; do for kv in bf16 fp8; do N+=("$k:|$w|$kv||||1|$CTX"); done; done; done
+  for k in indexer shared; do for w in 1 2 4; do for kv in ${KVS:-bf16 fp8}; do M+=("$k:|$w|$kv||||1|$CTX"); done; done; done
+  for k in tokens dense; do for w in 1 2 4; do for kv in ${KVS:-bf16 fp8}; do N+=("$k:|$w|$kv||||1|$CTX"); done; done; done
   for w in 1 2 4; do N+=("tail:|$w|bf16||||1|$CTX"); done; N+=("tail:|1|bf16||0||1|$CTX")
   timeout 300 python3 $G/precompile.py --deadline 10 --jobs 5 --builds "${M[@]}" > "$L/precompile_moe.log" 2>&1 &
   timeout 300 python3 $G/precompile.py --deadline 10 --jobs 9 --builds "${N[@]}" > "$L/precompile_dense.log" 2>&1
@@ -26,7 +27,7 @@ fi
 GREEDY_KV=${GREEDY_KV:-bf16 fp8}  # the KV dtypes whose run also takes the greedy loop of 32 tokens
 for kv in bf16 fp8; do
   g=0; [[ " $GREEDY_KV " == *" $kv "* ]] && g=32
-  has $kv && { timeout 400 python3 $G/check_step.py --model real --kv $kv --contexts 8192 131008 --greedy $g --chaos \
+  has $kv && { timeout 400 python3 $G/check_step.py --model real --layers ${LAYERS:-7} --kv $kv --contexts 8192 131008 --greedy $g --chaos \
                  > "$L/check_step_$kv.log" 2>&1; el "check_step $kv rc=$? $(tail -1 "$L/check_step_$kv.log" | cut -c1-300)"; }
 done
 has fault && { timeout 300 python3 $G/check_step.py --model real --fault-demo --no-launch --steps none \
