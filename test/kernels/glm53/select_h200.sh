@@ -70,7 +70,7 @@ checks)
     > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
   timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
     > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
-  timeout 70 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 --no-deadline \
     > $OUT/check_layer_dense.log 2>&1; el "check dense rc=$?"
   tail -qn1 $OUT/check_layer_*.log ;;
 topk)

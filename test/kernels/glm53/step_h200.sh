@@ -24,7 +24,7 @@ if has pre; then
   timeout 300 python3 $G/precompile.py --deadline 10 --jobs 9 --builds "${N[@]}" > "$L/precompile_dense.log" 2>&1
   wait; el "pre: $(grep -c FAILED "$L"/precompile_*.log | tr '\n' ' ')failed"
 fi
-GREEDY_KV=${GREEDY_KV:-bf16 fp8}  # the KV dtypes whose run also takes the greedy loop of 32 tokens
+GREEDY_KV=${GREEDY_KV-bf16 fp8}  # the KV dtypes whose run also takes the greedy loop of 32 tokens (set empty: none)
 for kv in bf16 fp8; do
   g=0; [[ " $GREEDY_KV " == *" $kv "* ]] && g=32
   has $kv && { timeout 400 python3 $G/check_step.py --model real --layers ${LAYERS:-7} --kv $kv --contexts 8192 131008 --greedy $g --chaos \
