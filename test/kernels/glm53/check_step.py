@@ -2,8 +2,8 @@
 
 --model tiny: the tiny model of every kind (test/unit/_triton_step_main.py: tokens, dense, indexer, shared, tail).
 --model real: GLM-5.3 at its real shapes, TP 1, truncated to 7 layers: 0 (tokens), 1-2 (dense), 3-5 (shared),
-  6 (indexer MoE), then the tail (--layers 5: 3 shared, 4 indexer MoE, for an 80 GB card); random weights in SGLang's layouts (drawn on the GPU, loaded by SGLang's own
-  load_weights and post-processing; ~45 GB).
+  6 (indexer MoE), then the tail (--layers 5: 3 shared, 4 indexer MoE, for an 80 GB card); random weights in
+  SGLang's layouts (drawn on the GPU, loaded by SGLang's own load_weights and post-processing; ~45 GB).
 Either is built, loaded and post-processed by SGLang on CUDA (`../shared/examples/h200_sglang_model/`: sgl_kernel
 and deep_gemm as import-only stand-ins, which raise if called), the launches compiled for it (every width TP 1
 builds), and for each KV dtype (--kv: bf16, fp8, SGLang's --kv-cache-dtype at build; fp8 as with a 576-value-row

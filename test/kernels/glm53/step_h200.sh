@@ -27,8 +27,8 @@ fi
 GREEDY_KV=${GREEDY_KV-bf16 fp8}  # the KV dtypes whose run also takes the greedy loop of 32 tokens (set empty: none)
 for kv in bf16 fp8; do
   g=0; [[ " $GREEDY_KV " == *" $kv "* ]] && g=32
-  has $kv && { timeout 400 python3 $G/check_step.py --model real --layers ${LAYERS:-7} --kv $kv --contexts 8192 131008 --greedy $g --chaos \
-                 > "$L/check_step_$kv.log" 2>&1; el "check_step $kv rc=$? $(tail -1 "$L/check_step_$kv.log" | cut -c1-300)"; }
+  has $kv && { timeout 400 python3 $G/check_step.py --model real --layers ${LAYERS:-7} --kv $kv --contexts 8192 131008 \
+                 --greedy $g --chaos > "$L/check_step_$kv.log" 2>&1; el "check_step $kv rc=$? $(tail -1 "$L/check_step_$kv.log" | cut -c1-300)"; }
 done
 has fault && { timeout 300 python3 $G/check_step.py --model real --fault-demo --no-launch --steps none \
                  > "$L/fault_demo.log" 2>&1; el "fault rc=$? $(grep -o 'fault demo.\{0,300\}' "$L/fault_demo.log")"; }
