@@ -33,26 +33,35 @@ EMIT_ROWS: tl.constexpr = tl.constexpr(256)
 
 
 @triton.jit
-def digit_of(h, need, prefix, NB: tl.constexpr = BINS):
+def digit_of(h, need, prefix, NB: tl.constexpr = BINS, PACKED: tl.constexpr = False):
     """One digit of the radix select from its histogram h [NB]: the largest digit d whose keys, with the
-    keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d)."""
+    keys of every larger digit, reach `need`. Returns (what is still needed among d's keys, prefix.d).
+    PACKED (tiles.index_packed_counts): d and the keys above it from one block-wide reduction instead of two (the
+    digits whose suffix reaches need are 0 .. d: their count in the high word, the other digits' keys in the low;
+    a row's keys < 2^32). The same values."""
     bins = tl.arange(0, NB)
-    suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b
-    d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
-    above = tl.sum(tl.where(bins > d, h, 0), axis=0)
+    suffix = tl.cumsum(h, axis=0, reverse=True)  # keys of digit >= b, non-increasing in b
+    if PACKED:
+        packed = tl.sum(tl.where(suffix >= need, tl.full(h.shape, 1 << 32, tl.int64), h.to(tl.int64)), axis=0)
+        d = (packed >> 32) - 1
+        above = (packed & 0xFFFFFFFF).to(tl.int32)
+    else:
+        d = tl.max(tl.where(suffix >= need, bins, -1), axis=0)
+        above = tl.sum(tl.where(bins > d, h, 0), axis=0)
     return need - above, prefix * NB + d.to(tl.int64)
 
 
 @triton.jit
 def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.constexpr, HCP: tl.constexpr,
-                 NBP: tl.constexpr = BINS):
+                 NBP: tl.constexpr = BINS, PACKED: tl.constexpr = False):
     """(need, prefix) after the digits through the one counted in hist_prev of row r's select: prefix = the top
     bits of its KTOP-th largest key, need = how many keys with that prefix the list still takes. The digits before
     it as the stage before kept them (kept[r]: `keep_prefix`; none when FIRST, hist_prev being digit 0's) and that
     digit from its histogram at hist_prev_ptr (NBP bins), its HCP copies summed: one histogram loaded and one digit
     found a stage. row: the row's histogram in this parity (parity R + r; its copies start at row HCP NBP).
     A histogram of more than 256 bins is read as NBP / 256 groups of 256: the group first (`digit_of` over the
-    groups' sums), then the bin in it, so no scan runs over more than 256 values."""
+    groups' sums), then the bin in it, so no scan runs over more than 256 values. PACKED (tiles.index_packed_counts):
+    a histogram's copies added bin by bin in each thread (no reduction across them), and `digit_of` PACKED."""
     if FIRST:
         need = KTOP + row * 0
         prefix = (row * 0).to(tl.int64)
@@ -62,8 +71,13 @@ def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.
     bins = tl.arange(0, BINS)
     base = hist_prev_ptr + row * (HCP * NBP)
     if NBP == BINS:
-        h = tl.sum(tl.load(base + tl.arange(0, HCP)[:, None] * NBP + bins[None, :], cache_modifier=".cg"), axis=0)
-        need, prefix = digit_of(h, need, prefix)
+        if PACKED:
+            h = tl.load(base + bins, cache_modifier=".cg")
+            for c in tl.static_range(1, HCP):
+                h += tl.load(base + c * NBP + bins, cache_modifier=".cg")
+        else:
+            h = tl.sum(tl.load(base + tl.arange(0, HCP)[:, None] * NBP + bins[None, :], cache_modifier=".cg"), axis=0)
+        need, prefix = digit_of(h, need, prefix, BINS, PACKED)
     else:
         G: tl.constexpr = NBP // BINS
         groups = tl.arange(0, G)
@@ -71,9 +85,9 @@ def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.
         for c in tl.static_range(HCP):
             h2 += tl.load(base + c * NBP + groups[:, None] * BINS + bins[None, :], cache_modifier=".cg")
         gsum = tl.sum(h2, axis=1)
-        need, g = digit_of(gsum, need, (row * 0).to(tl.int64), G)  # the group: need is left among its keys
+        need, g = digit_of(gsum, need, (row * 0).to(tl.int64), G, PACKED)  # the group: need is left among its keys
         h = tl.sum(tl.where(groups[:, None] == g.to(tl.int32), h2, 0), axis=0)
-        need, prefix = digit_of(h, need, prefix * G + g)
+        need, prefix = digit_of(h, need, prefix * G + g, BINS, PACKED)
     return need, prefix
 
 
@@ -119,7 +133,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
-                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0):
+                 cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
+                 PACKED: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -133,7 +148,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
     count at ncand[t], the slice scanned in [EMIT_ROWS, LK] chunks (`list_chunks`; LK: tiles.index_compact; SATOM
     only); 2, the scan reads that list instead of the slice's scores (a key below that prefix is below every later
-    one, so the same counts).
+    one, so the same counts). PACKED: `found_prefix`'s (tiles.index_packed_counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -162,7 +177,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             if LIST == 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
-                                        1 << WP)
+                                        1 << WP, PACKED)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
@@ -340,7 +355,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -350,7 +365,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps."""
+    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
@@ -363,11 +378,11 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             if EK > 0:
                 n_above0, n_above, n_at0, n_at, need = emit_chunks(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             else:
                 n_above0, n_above, n_at0, n_at, need = emit_steps(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST)
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
@@ -426,31 +441,39 @@ def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr
 
 @triton.jit
 def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
-                 NSL: tl.constexpr):
+                 NSL: tl.constexpr, PACKED: tl.constexpr = False):
     """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
     largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
-    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1])."""
+    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]). PACKED
+    (tiles.index_packed_counts): `found_prefix`'s, and both sums from one reduction (at or above in the high word,
+    above in the low; each < 2^32): the same values."""
     sls = tl.arange(0, NSL)
-    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1)
+    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1, BINS, PACKED)
     d = (thr & 255).to(tl.int32)
     before = sls < s
     at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
-    n_above = tl.sum(tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0,
-                             cache_modifier=".cg"), axis=0)
-    return need, thr, n_above, tl.sum(at_or_above, axis=0) - n_above
+    above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0, cache_modifier=".cg")
+    if PACKED:
+        packed = tl.sum((at_or_above.to(tl.int64) << 32) + above.to(tl.int64), axis=0)
+        n_above = (packed & 0xFFFFFFFF).to(tl.int32)
+        n_at = (packed >> 32).to(tl.int32) - n_above
+    else:
+        n_above = tl.sum(above, axis=0)
+        n_at = tl.sum(at_or_above, axis=0) - n_above
+    return need, thr, n_above, n_at
 
 
 @triton.jit
 def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
-               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
     counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
     SCOL: tl.constexpr = PMAX * PAGE
     blk = tl.arange(0, ISCAN)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
                                   PMAX, LIST)
-    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
     for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
@@ -477,7 +500,7 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
 @triton.jit
 def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                 R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
-                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr):
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
     key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
     a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
@@ -487,7 +510,7 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
     offs = chunk_offsets(EK)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
                                   offs, PMAX, LIST)
-    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
     for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead

@@ -337,6 +337,13 @@ class Tiles:
     # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the second path's cost
     # to the build, or one run's noise). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and
     # no target reached.
+    # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (off: not yet timed on a
+    # GPU). A histogram's copies added bin by bin in each thread, not loaded as a [copies, 256] tile and summed across
+    # threads; the digit and the keys above it from one reduction (their count and sum packed in an int64), not a max
+    # and a sum; emit's counts of the earlier slices from one reduction, not two (`stages_select.digit_of`,
+    # `found_prefix`, `slice_counts`). The same values, so the same bits. sm_90 AOT on a CPU
+    # (results/packed_counts_sass_cpu.txt): the barriers of each stage's task.
+    index_packed_counts: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
