@@ -50,9 +50,9 @@ CASES = {
     "w3_index_page_chunk4": (3, torch.bfloat16, "index_page_chunk=4"),
     "w3_index_emit_k1": (3, torch.bfloat16, "index_emit_k=1"),
     "w3_index_emit_k2_compact": (3, torch.bfloat16, "index_emit_k=2,index_compact=1"),
-    "w3_index_packed": (3, torch.bfloat16, "index_packed_counts=1"),
-    "w3_index_packed_compact": (3, torch.bfloat16, "index_packed_counts=1,index_compact=1,index_emit_k=2"),
-    "w3_index_packed_digits3": (3, torch.bfloat16, "index_packed_counts=1,index_digits=3,index_atomics=2"),
+    "w3_index_unpacked": (3, torch.bfloat16, "index_packed_counts=0"),
+    "w3_index_unpacked_compact": (3, torch.bfloat16, "index_packed_counts=0,index_compact=1,index_emit_k=2"),
+    "w3_index_unpacked_digits3": (3, torch.bfloat16, "index_packed_counts=0,index_digits=3,index_atomics=2"),
 }
 
 

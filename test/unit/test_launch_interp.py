@@ -88,9 +88,9 @@ def test_index_score_options_change_no_bit():
     "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_behind",
     "w3_index_ahead_pipe4", "w3_ks_w1", "w3_index_sel_atomics", "w3_index_sel_atomics_one", "w3_index_digits3",
     "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_emit_k1",
-    "w3_index_emit_k2_compact", "w3_index_packed", "w3_index_packed_compact", "w3_index_packed_digits3")] + [
+    "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_packed")])
+                           "w3_index_unpacked")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -105,10 +105,11 @@ def test_index_atomics_change_no_bit(kind, case):
     (index_compact): the same counts and list, the same bits. The pipelined score loop's page ids a chunk at once
     (index_page_chunk 1: a chunk a step, so a slice of several chunks; 4: one chunk past the slice's end): the same
     keys, the same bits. emit in [256, k] tiles (index_emit_k 1: a slice of several 256-key chunks; 2 over sel2's
-    lists: one chunk past the list's end): the same entries, the same bits. Each digit found with fewer block-wide
-    reductions (index_packed_counts: the histogram's 16 copies added in each thread, the digit and the keys above it
-    packed in one sum, emit's earlier counts in one), over the slices, over sel1's lists with emit in tiles, and over
-    three digits' 4096-bin histograms read by groups: the same digits and counts, the same bits."""
+    lists: one chunk past the list's end): the same entries, the same bits. Each digit found with more block-wide
+    reductions (index_packed_counts=0: the histogram's 16 copies summed across threads, the digit by a max and the
+    keys above it by a sum, emit's earlier counts in two; the default packs them), over the slices, over sel1's lists
+    with emit in tiles, and over three digits' 4096-bin histograms read by groups: the same digits and counts, the
+    same bits."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

@@ -337,13 +337,15 @@ class Tiles:
     # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the second path's cost
     # to the build, or one run's noise). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and
     # no target reached.
-    # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (off: not yet timed on a
-    # GPU). A histogram's copies added bin by bin in each thread, not loaded as a [copies, 256] tile and summed across
-    # threads; the digit and the keys above it from one reduction (their count and sum packed in an int64), not a max
-    # and a sum; emit's counts of the earlier slices from one reduction, not two (`stages_select.digit_of`,
-    # `found_prefix`, `slice_counts`). The same values, so the same bits. sm_90 AOT on a CPU
-    # (results/packed_counts_sass_cpu.txt): the barriers of each stage's task.
-    index_packed_counts: bool = False
+    # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (taken). A histogram's
+    # copies added bin by bin in each thread, not loaded as a [copies, 256] tile and summed across threads; the digit
+    # and the keys above it from one reduction (their count and sum packed in an int64), not a max and a sum; emit's
+    # counts of the earlier slices from one reduction, not two (`stages_select.digit_of`, `found_prefix`,
+    # `slice_counts`). The same values, so the same bits. sm_90 AOT on a CPU (results/packed_counts_sass_cpu.txt): a
+    # task's barriers at 1 row sel1 / sel2 13 -> 5, sel3 16 -> 13, emit 21 -> 15. H100, one process, rows 1 / 2 / 4 / 8
+    # (results/indexer25_h100_time_specs_packed.log): off 8K 137.0 / 152.5 / 179.3 / 221.3 us, 128K 147.8 / 170.4 /
+    # 208.3 / 287.9; on 134.5 / 150.4 / 175.6 / 222.1, 146.6 / 169.9 / 205.8 / 286.7 (faster at 7 of 8 points).
+    index_packed_counts: bool = True
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
