@@ -23,6 +23,7 @@ from sgl_amd_mono.common import numerics as nm  # noqa: E402
 from sgl_amd_mono.common.kind import check_task_counts  # noqa: E402
 from sgl_amd_mono.common.launch import LaunchOptions  # noqa: E402
 from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
+from sgl_amd_mono.glm53.indexer import order_keys  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 # case -> (width, kv dtype, tile spec); 'target=gfx950' first takes that target's tiles. The tiny geometry's
@@ -53,6 +54,9 @@ CASES = {
     "w3_index_unpacked": (3, torch.bfloat16, "index_packed_counts=0"),
     "w3_index_unpacked_compact": (3, torch.bfloat16, "index_packed_counts=0,index_compact=1,index_emit_k=2"),
     "w3_index_unpacked_digits3": (3, torch.bfloat16, "index_packed_counts=0,index_digits=3,index_atomics=2"),
+    "w3_index_lane_bins1": (3, torch.bfloat16, "index_lane_bins=1"),
+    "w3_index_lane_bins4": (3, torch.bfloat16, "index_lane_bins=4"),
+    "w3_index_lane_bins2_digits3": (3, torch.bfloat16, "index_lane_bins=2,index_digits=3,index_atomics=2"),
 }
 
 
@@ -64,6 +68,23 @@ def tiles_of(spec: str) -> Tiles:
     target = next((p.split("=", 1)[1] for p in parts if p.startswith("target=")), "")
     tiles = Tiles(index_slices=4, index_block=64, index_scan=128, index_short=256).for_target(target)
     return tiles.with_spec(",".join(p for p in parts if not p.startswith("target=")))
+
+
+def hist0_matches(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> bool:
+    """This launch's digit-0 histogram (hist0[epoch % 2], its copies summed) equals torch's count of digit 0 over
+    each sliced row's own scores (rows of at most LS keys: none counted). plant: one count off by one first (the
+    check's own control)."""
+    c = kinds.get(kind).constexprs(plan.dims)
+    r, nb = plan.dims.R, 1 << c["IW0"]
+    got = plan.scratch["hist0"].reshape(2, r, c["IHC"], nb)[plan.sync.epoch & 1].sum(1).clone()
+    if plant:
+        got[0, 0] += 1
+    want = torch.zeros_like(got)
+    for row, n in enumerate(lengths.tolist()):
+        if n > c["LS"]:
+            digits = order_keys(plan.scratch["scores"][row, :n]) >> (32 - c["IW0"])
+            want[row] = torch.bincount(digits, minlength=nb).to(got.dtype)
+    return bool(torch.equal(got, want))
 
 
 def combined_control(kc, geo, weights):
@@ -232,6 +253,9 @@ def main(kind: str, case: str) -> None:
     res = {"values": kc.compare(geo, out, caches, ref, caches_ref, step, plan, weights)}
     res["digests"] = {k: nm.digest(v) for k, v in out.items()}
     res["digests"].update({n: nm.digest(c) for n, c in caches.items()})
+    if "hist0" in plan.scratch:
+        res["hist0_ok"] = hist0_matches(plan, kind, step.lengths)
+        res["hist0_planted_caught"] = not hist0_matches(plan, kind, step.lengths, plant=True)
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
     try:

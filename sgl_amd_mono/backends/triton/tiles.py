@@ -346,6 +346,15 @@ class Tiles:
     # (results/indexer25_h100_time_specs_packed.log): off 8K 137.0 / 152.5 / 179.3 / 221.3 us, 128K 147.8 / 170.4 /
     # 208.3 / 287.9; on 134.5 / 150.4 / 175.6 / 222.1, 146.6 / 169.9 / 205.8 / 286.7 (faster at 7 of 8 points).
     index_packed_counts: bool = True
+    # index_lane_bins LB (0: none; 1, 2 or 4): a decode row's score loop (`stages_index.score_pipelined`, digit 0
+    # counted by atomics: index_atomics > 0) counts the keys of a window of LB digit-0 bins in each lane's registers
+    # (the window about the bin of the lane's first counted key), one atomic a key only outside it, and adds the
+    # window's counts into the row's histogram copy once a task (`stages_index.count_digit0_lanes`): most of a row's
+    # keys share one to three digit-0 bins (a float's sign and top 7 exponent bits), whose few addresses every key's
+    # atomic queued on. The same counts, so the same bits. A verify request's rows (`score_by_hand`) count a key at a
+    # time as before. The score loop alone at 8 rows of 131072 keys: 42.8 us without digit 0 counted, 61.7 with it
+    # in 16 copies (results/indexer15_h200_probe_score_page_chunk.log).
+    index_lane_bins: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -493,6 +502,12 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
+        if self.index_lane_bins not in (0, 1, 2, 4):
+            raise ValueError(f"index_lane_bins {self.index_lane_bins} is not 0, 1, 2 or 4 (digit-0 bins a lane counts "
+                             "in registers)")
+        if self.index_lane_bins and not self.index_atomics:
+            raise ValueError(f"index_lane_bins {self.index_lane_bins} needs index_atomics > 0 (it counts the keys "
+                             "outside each lane's bins by atomics; index_atomics 0 counts digit 0 in registers)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
