@@ -347,13 +347,17 @@ class Tiles:
     # 208.3 / 287.9; on 134.5 / 150.4 / 175.6 / 222.1, 146.6 / 169.9 / 205.8 / 286.7 (faster at 7 of 8 points).
     index_packed_counts: bool = True
     # index_lane_bins LB (0: none; 1, 2 or 4): a decode row's score loop (`stages_index.score_pipelined`, digit 0
-    # counted by atomics: index_atomics > 0) counts the keys of a window of LB digit-0 bins in each lane's registers
-    # (the window about the bin of the lane's first counted key), one atomic a key only outside it, and adds the
-    # window's counts into the row's histogram copy once a task (`stages_index.count_digit0_lanes`): most of a row's
-    # keys share one to three digit-0 bins (a float's sign and top 7 exponent bits), whose few addresses every key's
-    # atomic queued on. The same counts, so the same bits. A verify request's rows (`score_by_hand`) count a key at a
-    # time as before. The score loop alone at 8 rows of 131072 keys: 42.8 us without digit 0 counted, 61.7 with it
-    # in 16 copies (results/indexer15_h200_probe_score_page_chunk.log).
+    # counted by atomics: index_atomics > 0) counts in each lane's registers the keys whose |score| has its digit in a
+    # window of LB bins (about the lane's first counted key's), each sign apart (a negative score's digit mirrors its
+    # magnitude's: 2^W0 - 1 less), one atomic a key only outside it; after the slice the program sums its lanes' counts
+    # over LANE_SPAN magnitude bins and adds them into the row's histogram copy, at most 2 LANE_SPAN atomics, the lanes
+    # outside that span by their own (`stages_index.count_digit0_lanes`, `flush_digit0_lanes`): most of a row's keys
+    # share a few digit-0 bins (a float's sign and top 7 exponent bits), whose few addresses every key's atomic queued
+    # on. The same counts, so the same bits. A verify request's rows (`score_by_hand`) count a key at a time as
+    # before. The score loop alone at 8 rows of 131072 keys: 42.8 us without digit 0 counted, 61.7 with it in 16
+    # copies (results/indexer15_h200_probe_score_page_chunk.log). Over time_layers' own inputs (CPU, the oracle's
+    # scores; results/lane_bins_cpu.txt, a model of the atomics, not a timing) most keys sit in two bins of each sign.
+    # Compile counts (sm_90 AOT): results/lane_bins_sass_cpu.txt. Not yet timed on a GPU (none could be started).
     index_lane_bins: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.

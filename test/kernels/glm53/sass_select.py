@@ -7,9 +7,10 @@ shard's 1-row build (NSL 128, 256-key steps) and 8-row build (NSL 16, 512-key st
 on at small widths (results/indexer24_h100_trace_8k.log: each stage's own time 2.3-2.8 us over 256 keys a task).
 --whole W ...: then the whole indexer kernel (survey.compile_one: TP8, bf16 KV, 132 programs, the default tiles but
 the flag) at each width W: its registers, spill bytes and bar.sync; --gfx950: also for gfx950 (256 programs, its
-tiles): VGPRs, SGPRs, their spills and LDS.
+tiles): VGPRs, SGPRs, their spills and LDS. --flag NAME=V,V...: the whole kernel at each of those values of that
+Tiles field instead (default index_packed_counts=0,1); --whole-only: the stage functions not compiled.
 
-python test/kernels/glm53/sass_select.py [--whole 1 8] [--gfx950]
+python test/kernels/glm53/sass_select.py [--whole 1 8] [--gfx950] [--flag index_lane_bins=0,2,4] [--whole-only]
 """
 
 from __future__ import annotations
@@ -66,25 +67,27 @@ SIG = {"scores_ptr": "*fp32", "lengths_ptr": "*i32", "page_table_ptr": "*i32", "
        "cand_key_ptr": "*i32", "ncand_ptr": "*i32", "epoch": "i32", "ok": "i32"}
 
 
-def whole_kernel(widths: list[int], gfx950: bool):
-    """The whole indexer kernel's registers, spills and barriers at each width, the flag off and on (and its
-    gfx950 build's registers, spills and LDS)."""
+def whole_kernel(widths: list[int], gfx950: bool, flag: str = "index_packed_counts=0,1"):
+    """The whole indexer kernel's registers, spills and barriers at each width and each value of the flag (NAME=V,V)
+    (and its gfx950 build's registers, spills and LDS)."""
     import torch
 
     from sgl_amd_mono.backends.triton import survey
     from sgl_amd_mono.backends.triton.tiles import Tiles
     from sgl_amd_mono.glm53 import launch_inputs as li
 
+    name, values = flag.split("=")
     for width in widths:
-        for packed in (0, 1):
-            tiles = Tiles().for_target("sm_90").with_spec(f"index_packed_counts={packed}")
+        for value in values.split(","):
+            spec = f"{name}={value}"
+            tiles = Tiles().for_target("sm_90").with_spec(spec)
             out = survey.compile_one("sm_90", geo=li.glm53_geometry(), tp=8, width=width, kv_dtype=torch.bfloat16,
                                      n_programs=132, kind="indexer", tiles=tiles)
             bars = len(re.findall("bar.sync", out["kernel"].asm["ptx"]))
-            print(f"whole indexer kernel, TP8, {width} rows, index_packed_counts={packed}: registers {out['regs']}, "
+            print(f"whole indexer kernel, TP8, {width} rows, {spec}: registers {out['regs']}, "
                   f"spill bytes {out['spill_bytes']}, bar.sync {bars}, shared memory {out['smem']}", flush=True)
             if gfx950:
-                tiles = Tiles().for_target("gfx950").with_spec(f"index_packed_counts={packed}")
+                tiles = Tiles().for_target("gfx950").with_spec(spec)
                 out = survey.compile_one("gfx950", geo=li.glm53_geometry(), tp=8, width=width,
                                          kv_dtype=torch.bfloat16, n_programs=256 * tiles.progs_per_sm, kind="indexer",
                                          tiles=tiles)
@@ -97,7 +100,13 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--whole", type=int, nargs="*", default=[], help="widths to compile the whole kernel at")
     p.add_argument("--gfx950", action="store_true", help="the whole kernel for gfx950 too")
+    p.add_argument("--flag", default="index_packed_counts=0,1", help="NAME=V,V...: the Tiles field the whole kernel "
+                   "is compiled at each value of")
+    p.add_argument("--whole-only", action="store_true", help="only the whole kernel")
     a = p.parse_args()
+    if a.whole_only:
+        print(f"# sm_90 AOT on a CPU (compile only), Triton {triton.__version__}", flush=True)
+        return whole_kernel(a.whole, a.gfx950, a.flag)
     print(f"# sm_90 AOT on a CPU (compile only), Triton {triton.__version__}; each stage's function alone, "
           "index_packed_counts off / on", flush=True)
     for build, shape in BUILDS.items():
@@ -115,7 +124,7 @@ def main():
                             f"{len(re.findall(r'/[*][0-9a-f]{4,}[*]/', text))}, registers {use['regs']}, spill bytes "
                             f"{use['spill_bytes']}")
             print(f"{build} {name}: off: {line[0]}; on: {line[1]}", flush=True)
-    whole_kernel(a.whole, a.gfx950)
+    whole_kernel(a.whole, a.gfx950, a.flag)
 
 
 if __name__ == "__main__":
