@@ -345,7 +345,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     address waits on a load inside the pipelined loop: the loop alone at 8192 keys a program with its page ids a
     step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
     LB > 0 (tiles.index_lane_bins, with ATOM): 2 LB digit-0 bins a lane (LB of each sign) counted in registers,
-    added into the row's histogram once the slice is done (`count_digit0_lanes`)."""
+    added into the row's histogram once the slice is done (`count_digit0_lanes`, `flush_digit0_lanes`)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)

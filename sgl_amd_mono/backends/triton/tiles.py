@@ -337,27 +337,18 @@ class Tiles:
     # 144.3 / 165.1 / 202.3 / 270.0 (at 8K no slice reaches 1024 keys: its changes there are the second path's cost
     # to the build, or one run's noise). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and
     # no target reached.
-    # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (taken). A histogram's
-    # copies added bin by bin in each thread, not loaded as a [copies, 256] tile and summed across threads; the digit
-    # and the keys above it from one reduction (their count and sum packed in an int64), not a max and a sum; emit's
-    # counts of the earlier slices from one reduction, not two (`stages_select.digit_of`, `found_prefix`,
-    # `slice_counts`). The same values, so the same bits. sm_90 AOT on a CPU (results/packed_counts_sass_cpu.txt): a
-    # task's barriers at 1 row sel1 / sel2 13 -> 5, sel3 16 -> 13, emit 21 -> 15. H100, one process, rows 1 / 2 / 4 / 8
-    # (results/indexer25_h100_time_specs_packed.log): off 8K 137.0 / 152.5 / 179.3 / 221.3 us, 128K 147.8 / 170.4 /
-    # 208.3 / 287.9; on 134.5 / 150.4 / 175.6 / 222.1, 146.6 / 169.9 / 205.8 / 286.7 (faster at 7 of 8 points).
+    # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (`stages_select.digit_of`,
+    # `found_prefix`, `slice_counts`): the same values, so the same bits. sm_90 AOT: results/packed_counts_sass_cpu.txt.
+    # Taken on an H100 A/B in one process (results/indexer25_h100_time_specs_packed.log), rows 1 / 2 / 4 / 8: 8K 137.0
+    # / 152.5 / 179.3 / 221.3 us -> 134.5 / 150.4 / 175.6 / 222.1, 128K 147.8 / 170.4 / 208.3 / 287.9 -> 146.6 / 169.9
+    # / 205.8 / 286.7.
     index_packed_counts: bool = True
-    # index_lane_bins LB (0: none; 1, 2 or 4): a decode row's score loop (`stages_index.score_pipelined`, digit 0
-    # counted by atomics: index_atomics > 0) counts in each lane's registers the keys whose |score| has its digit in a
-    # window of LB bins (about the lane's first counted key's), each sign apart (a negative score's digit mirrors its
-    # magnitude's: 2^W0 - 1 less), one atomic a key only outside it; after the slice the program sums its lanes' counts
-    # over LANE_SPAN magnitude bins and adds them into the row's histogram copy, at most 2 LANE_SPAN atomics, the lanes
-    # outside that span by their own (`stages_index.count_digit0_lanes`, `flush_digit0_lanes`): most of a row's keys
-    # share a few digit-0 bins (a float's sign and top 7 exponent bits), whose few addresses every key's atomic queued
-    # on. The same counts, so the same bits. A verify request's rows (`score_by_hand`) count a key at a time as
-    # before. The score loop alone at 8 rows of 131072 keys: 42.8 us without digit 0 counted, 61.7 with it in 16
-    # copies (results/indexer15_h200_probe_score_page_chunk.log). Over time_layers' own inputs (CPU, the oracle's
-    # scores; results/lane_bins_cpu.txt, a model of the atomics, not a timing) most keys sit in two bins of each sign.
-    # Compile counts (sm_90 AOT): results/lane_bins_sass_cpu.txt. Not yet timed on a GPU (none could be started).
+    # index_lane_bins LB (0: none; 1, 2 or 4): a decode row's score loop (digit 0 by atomics, index_atomics > 0)
+    # counts in each lane's registers the keys whose |score|'s digit-0 bin is in a window of LB bins, each sign apart,
+    # one atomic a key only outside it; the program then sums its lanes' counts over LANE_SPAN bins into the row's
+    # histogram (`stages_index.count_digit0_lanes`, `flush_digit0_lanes`). The same counts, so the same bits. Not yet
+    # timed on a GPU; the CPU model of its atomics (results/lane_bins_cpu.txt) and compile counts
+    # (results/lane_bins_sass_cpu.txt) are in the README.
     index_lane_bins: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
