@@ -19,12 +19,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import registry  # noqa: E402
 
+from sgl_amd_mono.backends.triton.stages_index import LANE_SPAN  # noqa: E402
 from sgl_amd_mono.backends.triton.tiles import Tiles  # noqa: E402
 from sgl_amd_mono.glm53 import index_inputs as ii  # noqa: E402
 from sgl_amd_mono.glm53 import indexer as ix  # noqa: E402
 from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
 
-SPAN = 8  # stages_index.LANE_SPAN
 BLK = 256
 
 
@@ -43,13 +43,13 @@ def atomics(digits: torch.Tensor, n_slices: int, lb: int) -> tuple[float, float,
         off = mag - lo
         near = valid & (off >= 0) & (off < lb)
         outside += int((valid & ~near).sum())
-        far = (lo - lo.min()) > SPAN - lb
+        far = (lo - lo.min()) > int(LANE_SPAN) - lb
         for j in range(lb):
             for sign in (False, True):
                 used = (near & (off == j) & (neg == sign)).any(0)
                 lane_flush += int(used.sum())
                 program_flush += int((used & far).sum())
-        program_flush += 2 * SPAN
+        program_flush += 2 * int(LANE_SPAN)
     return outside / n, (outside + lane_flush) / n, (outside + program_flush) / n
 
 
