@@ -54,9 +54,6 @@ CASES = {
     "w3_index_unpacked": (3, torch.bfloat16, "index_packed_counts=0"),
     "w3_index_unpacked_compact": (3, torch.bfloat16, "index_packed_counts=0,index_compact=1,index_emit_k=2"),
     "w3_index_unpacked_digits3": (3, torch.bfloat16, "index_packed_counts=0,index_digits=3,index_atomics=2"),
-    "w3_index_lane_bins1": (3, torch.bfloat16, "index_lane_bins=1"),
-    "w3_index_lane_bins4": (3, torch.bfloat16, "index_lane_bins=4"),
-    "w3_index_lane_bins2_digits3": (3, torch.bfloat16, "index_lane_bins=2,index_digits=3,index_atomics=2"),
 }
 
 

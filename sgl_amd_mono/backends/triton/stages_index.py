@@ -17,8 +17,6 @@ PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
 KEY_BYTES: tl.constexpr = tl.constexpr(128)  # fp8 bytes of one cached index key
 FP8_MAX: tl.constexpr = tl.constexpr(448.0)
 BINS: tl.constexpr = tl.constexpr(RADIX_BINS)  # a digit's histogram
-NO_LO: tl.constexpr = tl.constexpr(-(1 << 20))  # a lane's window not yet placed (`count_digit0_lanes`)
-LANE_SPAN: tl.constexpr = tl.constexpr(8)  # magnitude digits a program sums its lanes' windows over (flush)
 
 
 @triton.jit
@@ -212,51 +210,6 @@ def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr
 
 
 @triton.jit
-def count_digit0_lanes(sc, counted, hist_row_ptr, lo, acc, LB: tl.constexpr, W0: tl.constexpr = 8):
-    """Digit 0 (`count_digit0`) of the scores sc where counted, 2 LB bins a lane in registers: lane i counts the keys
-    whose |score|'s digit is in [lo[i], lo[i] + LB) into acc[i, :LB] (positive scores) or acc[i, LB:] (negative: a
-    negative score's digit is 2^W0 - 1 less its magnitude's), lo set at its first counted key (that key's magnitude
-    digit less (LB - 1) // 2; NO_LO until then), and every other key by one integer atomic into the row's histogram
-    at hist_row_ptr. Returns (lo, acc); `flush_digit0_lanes` adds acc there. The same counts as an atomic a key."""
-    NB0: tl.constexpr = 1 << W0
-    d = (order_key(sc) >> (32 - W0)).to(tl.int32)
-    neg = d < NB0 // 2
-    mag = tl.where(neg, NB0 - 1 - d, d)
-    lo = tl.where((lo == NO_LO) & counted, mag - (LB - 1) // 2, lo)
-    off = mag - lo
-    near = counted & (off >= 0) & (off < LB)
-    col = off + tl.where(neg, LB, 0)
-    acc += ((col[:, None] == tl.arange(0, 2 * LB)[None, :]) & near[:, None]).to(tl.int32)
-    tl.atomic_add(hist_row_ptr + d, 1, mask=counted & ~near, sem="relaxed")
-    return lo, acc
-
-
-@triton.jit
-def flush_digit0_lanes(hist_row_ptr, lo, acc, LB: tl.constexpr, W0: tl.constexpr = 8):
-    """The lanes' register counts (`count_digit0_lanes`) added into the row's histogram at hist_row_ptr: the lanes
-    whose window lies within LANE_SPAN magnitude digits of the lowest one's summed over the program first (an atomic
-    a non-zero bin of that span, each sign), every other lane's by an atomic a non-zero bin of its own."""
-    NB0: tl.constexpr = 1 << W0
-    c = tl.arange(0, 2 * LB)
-    p = tl.arange(0, 2 * LANE_SPAN)
-    placed = lo != NO_LO
-    m = tl.min(tl.where(placed, lo, NB0), axis=0)  # the lowest window's first magnitude digit
-    shift = lo - m
-    inside = placed & (shift <= LANE_SPAN - LB)
-    tab = tl.zeros((acc.shape[0], 2 * LANE_SPAN), dtype=tl.int32)  # each lane's counts at their place in the span
-    for k in tl.static_range(2 * LB):
-        a_k = tl.sum(tl.where(c[None, :] == k, acc, 0), axis=1)
-        at = (k // LB) * LANE_SPAN + shift + k % LB
-        tab += tl.where((at[:, None] == p[None, :]) & inside[:, None], a_k[:, None], 0)
-    tot = tl.sum(tab, axis=0)
-    mag = m + p % LANE_SPAN
-    tl.atomic_add(hist_row_ptr + tl.where(p >= LANE_SPAN, NB0 - 1 - mag, mag), tot, mask=tot > 0, sem="relaxed")
-    mag_l = lo[:, None] + (c % LB)[None, :]
-    d_l = tl.where((c >= LB)[None, :], NB0 - 1 - mag_l, mag_l)
-    tl.atomic_add(hist_row_ptr + d_l, acc, mask=(acc > 0) & (placed & ~inside)[:, None], sem="relaxed")
-
-
-@triton.jit
 def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
                hist_row_ptr=None, ATOM: tl.constexpr = False, W0: tl.constexpr = 8):
     """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
@@ -310,29 +263,25 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 
 
 @triton.jit
-def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, lo, acc, HIST: tl.constexpr, LS: tl.constexpr,
-              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, LB: tl.constexpr = 0):
+def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST: tl.constexpr, LS: tl.constexpr,
+              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr):
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
-    (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM), LB > 0
-    of each lane's bins in its registers lo / acc (`count_digit0_lanes`). Returns (h0, lo, acc)."""
+    (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM). Returns
+    h0."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
     tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
     if HIST:
-        counted = (tt < s1) & (tt < len0) & (len0 > LS)
-        if LB > 0:
-            lo, acc = count_digit0_lanes(sc, counted, hist_row_ptr, lo, acc, LB, W0)
-        else:
-            hj = count_digit0(sc, counted, hist_row_ptr, ATOM, W0)
-            if not ATOM:
-                h0 += hj
-    return h0, lo, acc
+        hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
+        if not ATOM:
+            h0 += hj
+    return h0
 
 
 @triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, LB: tl.constexpr = 0):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -343,14 +292,10 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
     chunk's while this one is scored) and each step's picked from them in registers (tl.gather), so that no key
     address waits on a load inside the pipelined loop: the loop alone at 8192 keys a program with its page ids a
-    step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
-    LB > 0 (tiles.index_lane_bins, with ATOM): 2 LB digit-0 bins a lane (LB of each sign) counted in registers,
-    added into the row's histogram once the slice is done (`count_digit0_lanes`, `flush_digit0_lanes`)."""
+    step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
-    lo = tl.full((IBLK,), NO_LO, dtype=tl.int32)  # each lane's first bin (LB > 0)
-    acc = tl.zeros((IBLK, 2 * max(LB, 1)), dtype=tl.int32)  # each lane's counts of its 2 LB bins
     if PCH > 0:
         CK: tl.constexpr = PCH * IBLK  # keys a chunk
         pj = tl.arange(0, PCH * (IBLK // PAGE))  # a chunk's pages
@@ -361,8 +306,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                 tt = t0 + blk
                 k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0), tt,
                                   s1, dims)
-                h0, lo, acc = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, lo, acc, HIST, LS, SWAP,
-                                        hist_row_ptr, ATOM, W0, LB)
+                h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
     else:
         if AHEAD:
@@ -374,10 +318,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
             if AHEAD:
                 page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
-            h0, lo, acc = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, lo, acc, HIST, LS, SWAP,
-                                    hist_row_ptr, ATOM, W0, LB)
-    if HIST and LB > 0:
-        flush_digit0_lanes(hist_row_ptr, lo, acc, LB, W0)
+            h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
 
 
@@ -387,8 +328,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          LB: tl.constexpr = 0):
+          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -401,8 +341,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
     copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`).
     AHEAD: the pipelined loop's page ids a step ahead, PCH: a chunk of PCH steps' at once (`score_pipelined`).
-    W0: digit 0's bits (8, or 12 with ATOM: the table's radix_digits). LB: a decode row's 2 LB digit-0 bins a lane
-    (LB of each sign) counted in registers (`score_pipelined`)."""
+    W0: digit 0's bits (8, or 12 with ATOM: the table's radix_digits)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     NB0: tl.constexpr = 1 << W0
     parity = epoch & 1
@@ -431,7 +370,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, LB)
+                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH)
                     else:
                         h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                             scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,

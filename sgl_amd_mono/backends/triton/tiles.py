@@ -343,13 +343,6 @@ class Tiles:
     # / 152.5 / 179.3 / 221.3 us -> 134.5 / 150.4 / 175.6 / 222.1, 128K 147.8 / 170.4 / 208.3 / 287.9 -> 146.6 / 169.9
     # / 205.8 / 286.7.
     index_packed_counts: bool = True
-    # index_lane_bins LB (0: none; 1, 2 or 4): a decode row's score loop (digit 0 by atomics, index_atomics > 0)
-    # counts in each lane's registers the keys whose |score|'s digit-0 bin is in a window of LB bins, each sign apart,
-    # one atomic a key only outside it; the program then sums its lanes' counts over LANE_SPAN bins into the row's
-    # histogram (`stages_index.count_digit0_lanes`, `flush_digit0_lanes`). The same counts, so the same bits. Not yet
-    # timed on a GPU; the CPU model of its atomics (results/lane_bins_cpu.txt) and compile counts
-    # (results/lane_bins_sass_cpu.txt) are in the README.
-    index_lane_bins: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -497,12 +490,6 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
-        if self.index_lane_bins not in (0, 1, 2, 4):
-            raise ValueError(f"index_lane_bins {self.index_lane_bins} is not 0, 1, 2 or 4 (digit-0 bins a lane counts "
-                             "in registers)")
-        if self.index_lane_bins and not self.index_atomics:
-            raise ValueError(f"index_lane_bins {self.index_lane_bins} needs index_atomics > 0 (it counts the keys "
-                             "outside each lane's bins by atomics; index_atomics 0 counts digit 0 in registers)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:

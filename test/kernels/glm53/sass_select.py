@@ -10,7 +10,7 @@ the flag) at each width W: its registers, spill bytes and bar.sync; --gfx950: al
 tiles): VGPRs, SGPRs, their spills and LDS. --flag NAME=V,V...: the whole kernel at each of those values of that
 Tiles field instead (default index_packed_counts=0,1); --whole-only: the stage functions not compiled.
 
-python test/kernels/glm53/sass_select.py [--whole 1 8] [--gfx950] [--flag index_lane_bins=0,2,4] [--whole-only]
+python test/kernels/glm53/sass_select.py [--whole 1 8] [--gfx950] [--flag index_packed_counts=0,1] [--whole-only]
 """
 
 from __future__ import annotations
