@@ -60,6 +60,18 @@ def test_index_lists_by_width(width, want):
         Tiles(index_compact=3).resolve(li.glm53_geometry(), tp=8, width=width, n_programs=132)
 
 
+@pytest.mark.parametrize("width,want", [(1, 128), (2, 128), (4, 256), (8, 256)])
+def test_index_block_by_width(width, want):
+    """The score loop's block (index_block 0) resolves by width, a given value is kept (gfx950's 128 too), and a
+    block that is not whole index-K pages is refused."""
+    geo = li.glm53_geometry()
+    assert Tiles().resolve(geo, tp=8, width=width, n_programs=132, kind="indexer").index_block == want
+    assert Tiles(index_block=64).for_width(width).index_block == 64
+    assert Tiles().for_target("gfx950").for_width(width).index_block == 128
+    with pytest.raises(ValueError, match="index_block 96 is not a power of two >= 64"):
+        Tiles(index_block=96).resolve(geo, tp=8, width=width, n_programs=132)
+
+
 def test_built_launch_resolves_both():
     """The table's task counts at a resolved build (`Tiles.resolve`): no 0-sized stage."""
     geo = li.glm53_geometry()

@@ -43,6 +43,13 @@ INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
 # results/indexer18_h200_time_specs_compact_untailed.log): 8K 4 rows 163.9 -> 165.4 / 167.0 / 168.8 us (2 / 4 / 8),
 # a 256-key slice scanned in a mostly masked chunk.
 INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
+# The score loop's block and the slices' unit (Tiles.index_block 0) by width: (the widest width, its keys). 128 at 1 and
+# 2 rows (at 8K 1 row a row's 32 blocks of 256 keys become 64 tasks of 128), 256 at more. H100, one process, TP8, a
+# decode row a request, 256 against 128 (results/indexer26_h100_time_indexer.log, both kinds and the per-op path in
+# that run), rows 1 / 2 / 4 / 8: 8K 137.8 / 151.8 / 179.3 / 225.3 us -> 133.6 / 151.2 / 176.9 / 224.0, 128K 147.0 /
+# 172.4 / 209.1 / 291.6 -> 144.6 / 171.8 / 209.5 / 298.0; an earlier process at 1 row (indexer26_h100_time_specs_w1
+# .log, the defaults timed first and last): 8K 137.4 / 135.5 -> 133.5 (64: 134.6), 128K 146.3 / 145.2 -> 144.2.
+INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
 # in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
@@ -118,7 +125,7 @@ class Tiles:
     # (results/indexer7_h200_time_specs.log), rows 1 / 8: 8K 137.6 / 201.9 -> 136.6 / 201.0 us, 128K 150.2 /
     # 298.3 -> 148.1 / 297.0 (q_b in 64-column tiles of 4 parts with wq_b in 4 parts: 5-6 us slower).
     index_slices: int = 128
-    index_block: int = 256  # (below, index_atomics)
+    index_block: int = 0  # 0: by width (INDEX_BLOCK_BY_WIDTH, `for_width`); below, index_atomics
     # index_scan 0: by width (INDEX_SCAN_BY_WIDTH, `for_width`): 256 keys a step at 1 and 2 rows, 512 at more.
     index_scan: int = 0
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
@@ -424,11 +431,14 @@ class Tiles:
 
     def for_width(self, width: int) -> "Tiles":
         """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
-        width's step (INDEX_SCAN_BY_WIDTH); index_compact -1: the width's lists (INDEX_COMPACT_BY_WIDTH), none where
-        sel1 cannot list (three digits, or digit 1 not counted by atomics)."""
+        width's step (INDEX_SCAN_BY_WIDTH); index_block 0: its block (INDEX_BLOCK_BY_WIDTH); index_compact -1: the
+        width's lists (INDEX_COMPACT_BY_WIDTH), none where sel1 cannot list (three digits, or digit 1 not counted by
+        atomics)."""
         t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
         if not t.index_scan:
             t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
+        if not t.index_block:
+            t = dataclasses.replace(t, index_block=next(n for w, n in INDEX_BLOCK_BY_WIDTH if width <= w))
         if t.index_compact < 0:
             k = next(n for w, n in INDEX_COMPACT_BY_WIDTH if width <= w)
             t = dataclasses.replace(t, index_compact=k if t.index_digits == 4 and t.index_sel_atomics else 0)
@@ -471,8 +481,8 @@ class Tiles:
             raise ValueError(f"progs_per_sm {self.progs_per_sm} is not 1 or 2")
         if self.dn_parts < 1:
             raise ValueError(f"dn_parts {self.dn_parts} is not a positive count")
-        if self.index_block < 64 or self.index_block & (self.index_block - 1):
-            raise ValueError(f"index_block {self.index_block} is not a power of two >= 64 (whole index-K pages)")
+        if t.index_block < 64 or t.index_block & (t.index_block - 1):
+            raise ValueError(f"index_block {t.index_block} is not a power of two >= 64 (whole index-K pages)")
         if t.index_scan < 64 or t.index_scan & (t.index_scan - 1) or t.index_scan > 32768:
             raise ValueError(f"index_scan {t.index_scan} is not a power of two from 64 to 32768 (the last digit's "
                              "stage sums a block's hits and keys above in 16 bits each)")
