@@ -13,6 +13,9 @@
 #   topk      check_topk at 8K / 128K / 300K, then check_layer at TP1 bf16 8K: the indexer at 4 rows, the tokens kind
 #             (the indexer's front) at rows 1 / 2 / 4
 #   traces    the indexer kind traced at 8K 1 row and 128K 8 rows (trace_8k.log, trace_128k.log)
+#   width     each tile spec in $SPECS beside the defaults in one process at width $W alone (TP8, a decode row a
+#             request, 8K / 128K); a spec equal to the defaults (e.g. index_scan=0) last times them again
+# TILES (checks, topk): a tile spec the checks build and run instead of the defaults.
 # From the repo root with .whl (SGLang's wheels) carried.
 set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p /tmp/site "${OUT:=out}"
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
@@ -63,24 +66,26 @@ checks)
   for w in 1 2 4 8; do B+=("|$w|fp8|||||8192"); done
   for w in 1 2 4; do B+=("|$w|bf16||||1|8192"); done
   for w in 1 2 4 8; do B+=("dense:|$w|bf16|||||8192"); done  # one pool: two ran out of GPU memory
+  B=("${B[@]/|/${TILES:-}|}"); TL=${TILES:+--tiles $TILES}
   timeout 200 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
   timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --kv bf16 \
-    --no-deadline > $OUT/check_layer_tp8.log 2>&1; el "check tp8 rc=$?"
-  timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 --no-deadline \
+    $TL --no-deadline > $OUT/check_layer_tp8.log 2>&1; el "check tp8 rc=$?"
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 $TL --no-deadline \
     > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
-  timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL --no-deadline \
     > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 150 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 $TL --no-deadline \
     > $OUT/check_layer_dense.log 2>&1; el "check dense rc=$?"
   tail -qn1 $OUT/check_layer_*.log ;;
 topk)
   B=("|4|bf16|||||300000" "|8|bf16|||||300000" "|4|bf16||||1|8192"); for w in 1 2 4; do B+=("tokens:|$w|bf16||||1|8192"); done
+  B=("${B[@]/|/${TILES:-}|}"); TL=${TILES:+--tiles $TILES}
   timeout 150 python3 $G/precompile.py --kind indexer --jobs 5 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
-  timeout 200 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > $OUT/check_topk.log 2>&1
+  timeout 200 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 $TL > $OUT/check_topk.log 2>&1
   el "check_topk rc=$?"; tail -1 $OUT/check_topk.log
-  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 4 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 4 --contexts 8192 --kv bf16 $TL --no-deadline \
     > $OUT/check_layer_tp1_w4.log 2>&1; el "check tp1 w4 rc=$?"; tail -1 $OUT/check_layer_tp1_w4.log
-  timeout 90 python3 $G/check_layer.py --kind tokens --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 --no-deadline \
+  timeout 90 python3 $G/check_layer.py --kind tokens --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL --no-deadline \
     > $OUT/check_layer_tokens.log 2>&1; el "check tokens rc=$?"; tail -1 $OUT/check_layer_tokens.log ;;
 traces)
   B=("|1|bf16|||1||8192" "|8|bf16|||1||131072")
@@ -89,5 +94,11 @@ traces)
     > $OUT/trace_8k.log 2>&1; el "trace 8k rc=$?"
   timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --trace 8 --contexts 131072 --shape decode \
     > $OUT/trace_128k.log 2>&1; el "trace 128k rc=$?" ;;
-*) echo "PART ${PART} is not one of specs, standing, standing2, checks, topk, traces" >&2; exit 2 ;;
+width)
+  B=(); for c in 8192 131072; do for s in "" ${SPECS}; do B+=("$s|$W|bf16|||||$c"); done; done
+  timeout 240 python3 $G/precompile.py --kind indexer --jobs 15 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --widths $W --contexts 8192 131072 --shape decode \
+    --no-perop --no-variants --specs ${SPECS} > $OUT/specs_w$W.log 2>&1; el "w$W rc=$?"
+  grep -E "\]: launch|bandwidth" $OUT/specs_w$W.log | cut -c1-70 ;;
+*) echo "PART ${PART} is not one of specs, standing, standing2, checks, topk, traces, width" >&2; exit 2 ;;
 esac
