@@ -49,6 +49,7 @@ INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # that run), rows 1 / 2 / 4 / 8: 8K 137.8 / 151.8 / 179.3 / 225.3 us -> 133.6 / 151.2 / 176.9 / 224.0, 128K 147.0 /
 # 172.4 / 209.1 / 291.6 -> 144.6 / 171.8 / 209.5 / 298.0; an earlier process at 1 row (indexer26_h100_time_specs_w1
 # .log, the defaults timed first and last): 8K 137.4 / 135.5 -> 133.5 (64: 134.6), 128K 146.3 / 145.2 -> 144.2.
+# No A/B of it ran on an H200 (there, with it, both kinds in one call: indexer26_h200_time_*_w1.log).
 INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
