@@ -21,6 +21,7 @@ set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
 G=test/kernels/glm53; export PYTHONPATH=$PWD:$PWD/$G:/tmp/site; T0=$(date +%s)
 el() { echo "[elapsed $(( $(date +%s) - T0 )) s] $*"; }
+TL=${TILES:+--tiles $TILES}  # the checks' tile spec (PART checks, topk)
 B=(); S=(); for w in 1 2 4 8; do for c in 8192 131072; do B+=("|$w|bf16|||||$c"); done; S+=("|$w|bf16"); done
 case "${PART:-specs}" in
 specs)
@@ -66,27 +67,27 @@ checks)
   for w in 1 2 4 8; do B+=("|$w|fp8|||||8192"); done
   for w in 1 2 4; do B+=("|$w|bf16||||1|8192"); done
   for w in 1 2 4 8; do B+=("dense:|$w|bf16|||||8192"); done  # one pool: two ran out of GPU memory
-  B=("${B[@]/|/${TILES:-}|}"); TL=${TILES:+--tiles $TILES}
+  B=("${B[@]/|/${TILES:-}|}")
   timeout 200 python3 $G/precompile.py --kind indexer --jobs 12 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
   timeout 150 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --kv bf16 \
     $TL --no-deadline > $OUT/check_layer_tp8.log 2>&1; el "check tp8 rc=$?"
-  timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 $TL --no-deadline \
-    > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
-  timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL --no-deadline \
-    > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
-  timeout 150 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 $TL --no-deadline \
-    > $OUT/check_layer_dense.log 2>&1; el "check dense rc=$?"
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 --kv fp8 $TL \
+    --no-deadline > $OUT/check_layer_fp8.log 2>&1; el "check fp8 rc=$?"
+  timeout 90 python3 $G/check_layer.py --kind indexer --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL \
+    --no-deadline > $OUT/check_layer_tp1.log 2>&1; el "check tp1 rc=$?"
+  timeout 150 python3 $G/check_layer.py --kind dense --tp 8 --widths 1 2 4 8 --contexts 8192 --kv bf16 $TL \
+    --no-deadline > $OUT/check_layer_dense.log 2>&1; el "check dense rc=$?"
   tail -qn1 $OUT/check_layer_*.log ;;
 topk)
   B=("|4|bf16|||||300000" "|8|bf16|||||300000" "|4|bf16||||1|8192"); for w in 1 2 4; do B+=("tokens:|$w|bf16||||1|8192"); done
-  B=("${B[@]/|/${TILES:-}|}"); TL=${TILES:+--tiles $TILES}
+  B=("${B[@]/|/${TILES:-}|}")
   timeout 150 python3 $G/precompile.py --kind indexer --jobs 5 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
   timeout 200 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 $TL > $OUT/check_topk.log 2>&1
   el "check_topk rc=$?"; tail -1 $OUT/check_topk.log
-  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 4 --contexts 8192 --kv bf16 $TL --no-deadline \
-    > $OUT/check_layer_tp1_w4.log 2>&1; el "check tp1 w4 rc=$?"; tail -1 $OUT/check_layer_tp1_w4.log
-  timeout 90 python3 $G/check_layer.py --kind tokens --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL --no-deadline \
-    > $OUT/check_layer_tokens.log 2>&1; el "check tokens rc=$?"; tail -1 $OUT/check_layer_tokens.log ;;
+  timeout 60 python3 $G/check_layer.py --kind indexer --tp 1 --widths 4 --contexts 8192 --kv bf16 $TL \
+    --no-deadline > $OUT/check_layer_tp1_w4.log 2>&1; el "check tp1 w4 rc=$?"; tail -1 $OUT/check_layer_tp1_w4.log
+  timeout 90 python3 $G/check_layer.py --kind tokens --tp 1 --widths 1 2 4 --contexts 8192 --kv bf16 $TL \
+    --no-deadline > $OUT/check_layer_tokens.log 2>&1; el "check tokens rc=$?"; tail -1 $OUT/check_layer_tokens.log ;;
 traces)
   B=("|1|bf16|||1||8192" "|8|bf16|||1||131072")
   timeout 200 python3 $G/precompile.py --kind indexer --jobs 2 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
