@@ -98,5 +98,9 @@ class SyncBuffers:
         """After a trace build's launch: `common.trace.stage_table` of its stamps (per-stage µs)."""
         return trace.stage_table(self.trace.cpu(), self.table.stage_names())
 
+    def trace_own(self, stage: str):
+        """After a trace build's launch: each program's own µs in `stage` (`common.trace.program_own`)."""
+        return trace.program_own(self.trace.cpu(), self.table.stage_names(), stage)
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.sync, self.err, self.trace, self.task_count))

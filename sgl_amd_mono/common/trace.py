@@ -24,25 +24,54 @@ def stage_table(stamps, names) -> list[dict]:
     at one rank) has every field but its name None, and the next stage starts where it would have.
     """
     n = len(names)
-    if tuple(stamps.shape[1:]) != (2 * n,):
-        raise ValueError(f"stamps are {tuple(stamps.shape)}, expected [programs, {2 * n}] for {n} stages")
-    t = stamps.double()
+    t = _checked(stamps, n)
     t0 = t[:, 2 * n - 1].min()
-    rows, prev, prev_own = [], t[:, 2 * n - 1].max(), t[:, 2 * n - 1]
-    for s, name in enumerate(names):
-        done = t[:, 2 * s].max()
-        if done <= 0 or done < t0:  # never stamped (zeros): not a stage of this launch
+    rows, prev = [], t[:, 2 * n - 1].max()
+    for s, (name, own) in enumerate(zip(names, _own_times(t, n))):
+        if own is None:  # never stamped (zeros): not a stage of this launch
             rows.append({"stage": name, "start": None, "work": None, "sync": None, "span": None, "own": None,
                          "last": None, "own_p90": None, "last_own": None})
             continue
+        done = t[:, 2 * s].max()
         out = t[:, 2 * s + 1].max() if s < n - 1 else done
-        own, last = t[:, 2 * s] - prev_own, int(t[:, 2 * s].argmax())
+        last = int(t[:, 2 * s].argmax())
         rows.append({"stage": name, "start": float(prev - t0) / 1e3, "work": float(done - prev) / 1e3,
                      "sync": float(out - done) / 1e3, "span": float(out - prev) / 1e3,
                      "own": float(own.median()) / 1e3, "last": last,
                      "own_p90": float(own.quantile(0.9, interpolation="higher")) / 1e3, "last_own": float(own[last]) / 1e3})
-        prev, prev_own = out, t[:, 2 * s + 1]
+        prev = out
     return rows
+
+
+def program_own(stamps, names, stage: str):
+    """Each program's own time in `stage` (µs, [programs]: its arrival minus its own exit from the previous
+    stamped stage's wait, or its start), as `stage_table`'s own and own_p90 summarize it; None if no program
+    stamped it."""
+    if stage not in names:
+        raise ValueError(f"{stage!r} is not a stage of this launch ({', '.join(names)})")
+    own = _own_times(_checked(stamps, len(names)), len(names))[names.index(stage)]
+    return None if own is None else own / 1e3
+
+
+def _checked(stamps, n: int):
+    if tuple(stamps.shape[1:]) != (2 * n,):
+        raise ValueError(f"stamps are {tuple(stamps.shape)}, expected [programs, {2 * n}] for {n} stages")
+    return stamps.double()
+
+
+def _own_times(t, n: int) -> list:
+    """Per stage: each program's arrival minus its own exit from the previous stamped stage's wait (ns), or None
+    for a stage no program stamped."""
+    t0 = t[:, 2 * n - 1].min()
+    owns, prev_own = [], t[:, 2 * n - 1]
+    for s in range(n):
+        done = t[:, 2 * s].max()
+        if done <= 0 or done < t0:
+            owns.append(None)
+            continue
+        owns.append(t[:, 2 * s] - prev_own)
+        prev_own = t[:, 2 * s + 1]
+    return owns
 
 
 def format_table(rows) -> str:

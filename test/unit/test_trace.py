@@ -58,3 +58,15 @@ def test_stage_never_stamped_is_reported_not_counted():
     assert got["b2"]["own_p90"] is None and got["b2"]["last_own"] is None
     assert got["b2"]["own"] is None and got["b2"]["last"] is None
     assert got["b"]["own"] == pytest.approx(1.8)  # each program's own exit from a's wait (b2 has none)
+
+
+def test_program_own_matches_the_table():
+    """program_own gives each program's own time, whose median and p90 are the table's own and own_p90; a stage
+    never stamped gives None; a name not in the launch is refused."""
+    own = trace.program_own(_stamps(), ["a", "b", "c"], "b")
+    assert own.tolist() == pytest.approx([3.0, 1.8])
+    st = torch.cat([_stamps()[:, :2], torch.zeros(2, 2, dtype=torch.int64), _stamps()[:, 2:]], dim=1)
+    assert trace.program_own(st, ["a", "b2", "b", "c"], "b2") is None
+    assert trace.program_own(st, ["a", "b2", "b", "c"], "b").tolist() == pytest.approx([3.0, 1.8])
+    with pytest.raises(ValueError, match="'z' is not a stage"):
+        trace.program_own(_stamps(), ["a", "b", "c"], "z")

@@ -365,6 +365,9 @@ class LaunchPlan:
     def trace_table(self) -> list:
         return self.sync.trace_table()
 
+    def trace_own(self, stage: str):
+        return self.sync.trace_own(stage)
+
 
 def _as_mapping(obj, buffers) -> dict:
     if isinstance(obj, Mapping):

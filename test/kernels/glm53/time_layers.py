@@ -90,10 +90,11 @@ def floor_bytes(kc, geo, tp, width, context, experts, shape="mixed") -> float:
     return total
 
 
-def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, context=8192, shape=None):
+def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, context=8192, shape=None, own=()):
     """Per-stage start/work/sync/span (median over replays of the last layer's stamps), and the launch's
     µs with and without the stamps (the trace's own cost). skip_mask: stages emptied (timing only: the
-    stages after read stale inputs), to see what a stage's time depends on."""
+    stages after read stale inputs), to see what a stage's time depends on. own: stages whose every program's
+    own µs (median over the replays) is printed too, by program id."""
     from sgl_amd_mono.common import trace
 
     for w in widths:
@@ -105,11 +106,13 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, c
             L = Layers(kc, geo, tp, w, weights, tiles=tiles, options=dict(trace=on, skip_mask=skip_mask),
                        context=context)
             us[on] = time_layers_us(L, steps, caches)
-        tabs = []
+        tabs, owns = [], {name: [] for name in own}
         for _ in range(replays):
             L.run(steps, caches)
             torch.cuda.synchronize()
             tabs.append(L.plan.trace_table())
+            for name in own:
+                owns[name].append(L.plan.trace_own(name))
         def median(vals):  # None: a stage the build never stamps (trace.stage_table)
             return None if None in vals else sorted(vals)[len(vals) // 2]
 
@@ -119,6 +122,13 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, c
         print(f"\ntrace rows {w} ctx {context}{skipped}: launch {us[False]:.1f} us (trace build {us[True]:.1f} us); "
               f"median of {replays} eager steps of the last of {N_LAYERS} layers", flush=True)
         print(trace.format_table(med), flush=True)
+        for name, per in owns.items():
+            if per[0] is None:
+                print(f"{name}: not stamped", flush=True)
+                continue
+            o = torch.stack(per).median(dim=0).values
+            print(f"{name} own us by program (median of {replays}):", " ".join(f"{i}:{v:.1f}" for i, v in enumerate(o.tolist())),
+                  flush=True)
 
 
 def main():
@@ -139,6 +149,8 @@ def main():
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
     p.add_argument("--trace", type=int, nargs="*", default=None,
                    help="only the per-stage table of a trace build (global-timer stamps) at these rows (default 1 8), at the first of --contexts")
+    p.add_argument("--trace-own", nargs="*", default=[],
+                   help="with --trace: stages (names) whose every program's own µs is printed, by program id")
     p.add_argument("--skip", nargs="*", default=[],
                    help="with --trace: stages (names) to empty in the traced build (timing only, results invalid)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: Tiles())")
@@ -163,9 +175,10 @@ def main():
     shape = {"shape": args.shape} if args.kind in INDEX_KINDS else {}
     table = kinds.get(args.kind).table
     stages = table.stage_names()
-    bad = [n for n in args.skip if n not in stages]
-    if bad:
-        raise SystemExit(f"--skip {bad}: not stages of the launch ({', '.join(stages)})")
+    for opt, names in (("--skip", args.skip), ("--trace-own", args.trace_own)):
+        bad = [n for n in names if n not in stages]
+        if bad:
+            raise SystemExit(f"{opt} {bad}: not stages of the launch ({', '.join(stages)})")
     tiles = Tiles().with_spec(args.tiles)
     print("tiles:", tiles, flush=True)
     variants = [(v, tiles.variant(v)) for v in args.variants] if args.variants else [("tiles", tiles)]
@@ -184,7 +197,8 @@ def main():
         return
     if args.trace is not None:
         trace_tables(kc, geo, weights, tiles, args.tp, args.trace or [1, 8],
-                     skip_mask=sum(1 << stages.index(n) for n in args.skip), context=args.contexts[0], shape=shape)
+                     skip_mask=sum(1 << stages.index(n) for n in args.skip), context=args.contexts[0], shape=shape,
+                     own=args.trace_own)
         return
     if args.stages_only:
         st = kc.step(geo, width=1, context=8192, kv_dtype=torch.bfloat16, seed=77, device="cuda")
