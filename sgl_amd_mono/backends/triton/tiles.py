@@ -9,6 +9,8 @@ import dataclasses
 
 import torch
 
+from sgl_amd_mono.backends.triton.tiles_index import (  # the indexer's defaults by width, with their runs
+    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds.dims import max_used_experts, pow2
 
@@ -23,47 +25,6 @@ VARIANTS = {
 # 1 / 2 rows: baseline 175.9 / 189.4, pp2 175.8 / 184.4; an L2 prefetch of the next stages' weights
 # before each wait (since removed) made it slower: 192.5 / 194.2. Two programs an SM gains <= 3%: baseline.
 DEFAULT_VARIANT = "baseline"
-
-# The select scans' keys a step (Tiles.index_scan 0) by width: (the widest width, its step). A row's keys split into
-# index_slices // rows slices, so at 1 and 2 rows every slice is short (256 keys at 8K and 1 row): 256 keys a step
-# there, 512 at more rows. H200, one process, TP8, a decode row a request, these defaults against 512 at every width
-# (results/indexer17_h200_time_specs_scan_width.log, 1024 at 8 rows then), rows 1 / 2: 8K 131.7 / 145.6 us against
-# 133.6 / 146.9, 128K 142.6 / 163.4 against 143.4 / 163.7; 1024 at 8 rows: 8K 203.3 against 198.8, 128K 260.5
-# against 263.0 (mixed: not taken). One width for every slice before (results/indexer16_h200_time_specs_scan.log),
-# rows 1 / 2 / 4 / 8: 512 8K 131.9 / 144.9 / 164.4 / 198.1 us, 128K 143.6 / 160.7 / 194.6 / 261.6; 256 130.1 /
-# 142.6 / 162.4 / 196.3, 140.9 / 160.9 / 196.4 / 272.3; 1024 136.2 / 147.9 / 167.9 / 200.4, 145.2 / 163.2 / 193.0 /
-# 256.9.
-INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
-# sel1's lists (Tiles.index_compact -1) by width: (the widest width, the listing's keys a tile row, 0: no list). At
-# 1 and 2 rows the lists cost at 8K what they save at 128K. H200, one process, TP8, a decode row a request
-# (results/indexer18_h200_time_specs_compact.log), defaults without lists, then index_compact 2 / 4 / 8, rows 1 / 2 /
-# 4 / 8: 8K 129.9 / 143.1 / 164.1 / 197.2 us; 131.4 / 144.5 / 165.9 / 197.6; 131.3 / 144.6 / 164.2 / 198.6; 131.9
-# / 144.7 / 164.4 / 198.5; 128K 140.6 / 162.2 / 195.0 / 262.1; 140.3 / 158.7 / 189.5 / 256.0; 141.0 / 159.8 / 190.1
-# / 254.2; 141.0 / 160.3 / 192.2 / 256.3. Whole chunks only, without list_tail's short ones (commit ce90e24,
-# results/indexer18_h200_time_specs_compact_untailed.log): 8K 4 rows 163.9 -> 165.4 / 167.0 / 168.8 us (2 / 4 / 8),
-# a 256-key slice scanned in a mostly masked chunk.
-INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
-# The score loop's block and the slices' unit (Tiles.index_block 0) by width: (the widest width, its keys). 128 at 1 and
-# 2 rows (at 8K 1 row a row's 32 blocks of 256 keys become 64 tasks of 128), 256 at more. H100, one process, TP8, a
-# decode row a request, 256 against 128 (results/indexer26_h100_time_indexer.log, both kinds and the per-op path in
-# that run), rows 1 / 2 / 4 / 8: 8K 137.8 / 151.8 / 179.3 / 225.3 us -> 133.6 / 151.2 / 176.9 / 224.0, 128K 147.0 /
-# 172.4 / 209.1 / 291.6 -> 144.6 / 171.8 / 209.5 / 298.0; an earlier process at 1 row (indexer26_h100_time_specs_w1
-# .log, the defaults timed first and last): 8K 137.4 / 135.5 -> 133.5 (64: 134.6), 128K 146.3 / 145.2 -> 144.2.
-# No A/B of it ran on an H200 (there, with it, both kinds in one call: indexer26_h200_time_*_w1.log).
-INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
-# Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
-# select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
-# in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
-# 194.8 / 253.9 -> 211.9 / 264.0 (1 / 2 rows, which do not list, within 1 us); score's first key block loaded in
-# absorb's stage (cand/score-first-block, no spills), 1.0-3.2 us slower at every point.
-# Also timed, not taken: emit's own step per width, 1024 keys over slices of 1024 or more at 4 rows and more (both
-# widths built, chosen a task by its slice, as commit c2f4ffe), trees alternated against these defaults
-# (results/indexer17_h200_ab_emit_width.log, means of two runs), rows 4 / 8: 8K 164.8 / 198.2 -> 165.0 / 198.1 us,
-# 128K 195.6 / 261.8 -> 194.8 / 260.4 (4 rows within the runs' spread). At 1 row, one process beside these defaults
-# (results/indexer17_h200_time_specs_1row_blocks.log), 8K / 128K: 129.7 / 141.8 us; index_block 128 129.1 / 140.9
-# (within a process's spread); its scans 128 a step too 131.2 / 144.6; index_pipe 0 132.5 / 146.0; index_slices 64
-# 129.7 / 145.6; and (results/indexer17_h200_time_specs_scan_width.log, second process) 131.7 / 145.1 against
-# index_atomics 4 131.7 / 150.1, wq_b in 64 KB tasks (ks_iq 4) 138.3 / 148.3, bn_iq 64 135.8 / 149.3.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -369,6 +330,10 @@ class Tiles:
     # bn_iq / ks_iq: wq_b's column tile and k parts; 0 = the kind's (KIND_TILES, with bn_b / ks_b: see there)
     bn_iq: int = 0
     ks_iq: int = 0
+    # qb_cols: the columns of a task in the indexer front's q_b stage (q_b's and wq_b's, each task still a tile of
+    # bn_b / bn_iq columns, the rest masked); 0 = the kind's (KIND_TILES), -1 = balanced over the grid (the fewest
+    # columns that keep both GEMVs' tasks and the index keys in one round of programs: `qb_cols_for`).
+    qb_cols: int = 0
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
@@ -501,6 +466,9 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
+        if not (t.qb_cols == -1 or 1 <= t.qb_cols <= min(t.bn_b, t.bn_iq)):
+            raise ValueError(f"qb_cols {t.qb_cols} is neither -1 (balanced) nor 1 to min(bn_b, bn_iq) "
+                             f"{min(t.bn_b, t.bn_iq)} (columns a q_b task, inside one tile)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
@@ -522,6 +490,8 @@ class Tiles:
         the divisors <= 8 of the k blocks, the one that leaves the fewest k blocks on the busiest program
         at 1 row (ties: 4, then fewer parts); 4 at more rows (see the field)."""
         t = self
+        if t.qb_cols < 0:
+            t = dataclasses.replace(t, qb_cols=qb_cols_for(geo, t, tp=tp, width=width, n_programs=n_programs))
         if not t.dcw:
             tasks = max(1, n_programs // t.dn_parts)
             t = dataclasses.replace(t, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
@@ -560,8 +530,8 @@ class Tiles:
 # The dense kind, TP8 8K, the same two orders (results/indexer23_h100_time_dense{,_reversed}.log): -0.55 / -1.35 /
 # -0.95 us at rows 1 / 2 / 4, -1.9 at 8 rows (old first only). No H200 could be started in that session.
 # The shared and tail kinds do not read bn_iq / ks_iq: they resolve so that every field does.
-_SHARED_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1}
-_INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1}
+_SHARED_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1, "qb_cols": 64}
+_INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1, "qb_cols": 64}
 KIND_TILES: dict[str, dict] = {
     "shared": _SHARED_FRONT,
     "indexer": _INDEXER_FRONT,
@@ -585,6 +555,16 @@ KIND_TILES: dict[str, dict] = {
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
                                            "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
+
+
+def qb_cols_for(geo: Glm53Geometry, t: "Tiles", *, tp: int, width: int, n_programs: int) -> int:
+    """qb_cols -1 resolved: the fewest columns a task (at most min(bn_b, bn_iq)) with which q_b's tasks, wq_b's and
+    the width's index keys fit the grid in one round (`kernel_halves.index_attention`: the keys then have programs of
+    their own), so the stage's busiest program streams the fewest bytes; the whole tiles if none does."""
+    n_b, n_iq, most = geo.shard(tp).heads * geo.qk_head, geo.index_heads * geo.index_dim, min(t.bn_b, t.bn_iq)
+    fits = [c for c in range(1, most + 1)
+            if -(-n_b // c) * t.ks_b + -(-n_iq // c) * t.ks_iq + width <= n_programs]
+    return fits[0] if fits else most
 
 
 def target_of(device) -> str:
