@@ -54,7 +54,6 @@ CASES = {
     "w3_index_unpacked": (3, torch.bfloat16, "index_packed_counts=0"),
     "w3_index_unpacked_compact": (3, torch.bfloat16, "index_packed_counts=0,index_compact=1,index_emit_k=2"),
     "w3_index_unpacked_digits3": (3, torch.bfloat16, "index_packed_counts=0,index_digits=3,index_atomics=2"),
-    "w3_qb_cols24": (3, torch.bfloat16, "qb_cols=24"),
 }
 
 

@@ -7,7 +7,7 @@ import torch
 
 from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.glm53 import launch_inputs as li
-from sgl_amd_mono.glm53.kinds import indexer, shared
+from sgl_amd_mono.glm53.kinds import shared
 from sgl_amd_mono.glm53.kinds.dims import layer_dims, max_used_experts
 
 
@@ -70,23 +70,6 @@ def test_index_block_by_width(width, want):
     assert Tiles().for_target("gfx950").for_width(width).index_block == 128
     with pytest.raises(ValueError, match="index_block 96 is not a power of two >= 64"):
         Tiles(index_block=96).resolve(geo, tp=8, width=width, n_programs=132)
-
-
-@pytest.mark.parametrize("width, want", [(1, 48), (2, 48), (4, 49), (8, 50)])
-def test_qb_cols_balanced(width, want):
-    """qb_cols -1 resolves to the fewest columns a q_b / wq_b task with which both GEMVs' tasks and the width's index
-    keys fit 132 programs in one round (one column fewer would not), and the indexer's table counts those tasks; the
-    kinds' default is whole tiles (64); a count past the tile, or below -1, is refused."""
-    geo = li.glm53_geometry()
-    t = Tiles(qb_cols=-1).resolve(geo, tp=8, width=width, n_programs=132, kind="indexer")
-    fits = lambda c: -(-2048 // c) + -(-4096 // c) + width <= 132  # noqa: E731 (TP8: q_b 8 x 256, wq_b 32 x 128)
-    assert t.qb_cols == want and fits(want) and not fits(want - 1)
-    d = layer_dims(geo, tp=8, width=width, tiles=t, n_programs=132, kv_dtype=torch.bfloat16)
-    assert indexer.TABLE.task_counts(d)["q_b"] == -(-2048 // want) + -(-4096 // want) + width
-    assert Tiles().resolve(geo, tp=8, width=width, n_programs=132, kind="indexer").qb_cols == 64
-    for bad in (65, -2):
-        with pytest.raises(ValueError, match=f"qb_cols {bad} is neither -1"):
-            Tiles(qb_cols=bad).resolve(geo, tp=8, width=width, n_programs=132, kind="indexer")
 
 
 def test_built_launch_resolves_both():

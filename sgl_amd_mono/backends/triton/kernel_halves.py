@@ -152,22 +152,20 @@ def index_attention(
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
-        IPACK: tl.constexpr = False, QB_CW: tl.constexpr = 0):
+        IPACK: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
     embedding [V, D]) of input_ids (the tokens kind); at TP > 1 embed pushes each row from the rank whose vocab
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
     IPCH: the score loop's page-id chunk (tiles.index_page_chunk); IEK: emit's keys a tile row (tiles.index_emit_k);
-    IPACK: the select's digits and emit's counts from fewer block-wide reductions (tiles.index_packed_counts);
-    QB_CW: the columns of a q_b and a wq_b task (tiles.qb_cols, at most BN_B and BN_IQ; 0: whole tiles). Returns ok."""
+    IPACK: the select's digits and emit's counts from fewer block-wide reductions (tiles.index_packed_counts).
+    Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
-    CW_B: tl.constexpr = QB_CW if QB_CW > 0 else BN_B  # a q_b task's columns
-    CW_IQ: tl.constexpr = QB_CW if QB_CW > 0 else BN_IQ  # a wq_b task's
-    T_B: tl.constexpr = (H * QK + CW_B - 1) // CW_B * KS_B  # q_b's tasks, before wq_b's
-    T_IQ: tl.constexpr = (IH * ID + CW_IQ - 1) // CW_IQ * KS_IQ  # wq_b's tasks, before the index keys'
+    T_B: tl.constexpr = (H * QK + BN_B - 1) // BN_B * KS_B  # q_b's tasks, before wq_b's
+    T_IQ: tl.constexpr = (IH * ID + BN_IQ - 1) // BN_IQ * KS_IQ  # wq_b's tasks, before the index keys'
     T_AB: tl.constexpr = H * (KVL // 128)  # absorb's tasks, before the index queries
 
     if TOKENS and TP > 1:
@@ -227,10 +225,10 @@ def index_attention(
                          stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
-                         COUNT_TASKS, CW=CW_B)
+                         COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
                          pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
-                         S_Q_B, COUNT_TASKS, T_B, CW=CW_IQ)
+                         S_Q_B, COUNT_TASKS, T_B)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

@@ -59,7 +59,7 @@ def gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, B
 def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, task_count_ptr, R: tl.constexpr,
                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
                PRELOAD: tl.constexpr, SWAP: tl.constexpr, S: tl.constexpr, COUNT_TASKS: tl.constexpr,
-               T0: tl.constexpr = 0, CW: tl.constexpr = 0):
+               T0: tl.constexpr = 0):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
@@ -67,15 +67,12 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
     sum is the same: its first block's product, then the rest in order.
     T0: the stage's tasks before this GEMV's (another task group of the same stage): task t is the
     stage's task T0 + t, run by program (T0 + t) % NPROG.
-    CW (0 < CW < BN): a task's columns, its tile's first CW of BN (the rest masked: no weight bytes read), so that
-    tasks of any column count balance a stage's bytes over the grid (tiles.qb_cols); 0 or BN: whole tiles.
     (A flat pipelined loop over (task, k block) was timed on the H200 too: no faster here, and slower
     for the MoE stages, whose expert id feeds the weight address.)"""
     rows = tl.arange(0, 16)
     rmask = rows < R
     NKB: tl.constexpr = (K // 128) // KS
     tl.static_assert(T0 == 0 or not PRELOAD, "a preloaded first block is the stage's first task group's")
-    tl.static_assert(CW == 0 or CW == BN or not PRELOAD, "a preloaded first block is a whole tile's")
     start = pid
     if T0 != 0:
         start = (pid - T0 % NPROG + NPROG) % NPROG  # the first local task t with (T0 + t) % NPROG == pid
@@ -98,17 +95,11 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
         count_task(task_count_ptr, S, COUNT_TASKS)
         nt = t // KS
         ks = t % KS
-        if (CW == 0) | (CW == BN):  # whole tiles
-            n0 = nt * BN
-            n_end = N
-        else:  # CW columns from nt * CW (below N)
-            n0 = nt * CW
-            n_end = tl.minimum(n0 + CW, N)
-        acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, n0, n_end,
+        acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
                             ks * NKB, R, NKB, BN, STAGES, SWAP)
-        offs_n = n0 + tl.arange(0, BN)
+        offs_n = nt * BN + tl.arange(0, BN)
         tl.store(part_ptr + (ks * R + rows[:, None]) * N + offs_n[None, :], acc,
-                 mask=rmask[:, None] & (offs_n[None, :] < n_end))
+                 mask=rmask[:, None] & (offs_n[None, :] < N))
 
 
 @triton.jit

@@ -26,7 +26,6 @@ VARIANTS = {
 # before each wait (since removed) made it slower: 192.5 / 194.2. Two programs an SM gains <= 3%: baseline.
 DEFAULT_VARIANT = "baseline"
 
-
 @dataclasses.dataclass(frozen=True)
 class Tiles:
     """Tile sizes. bn_*: GEMV output columns a task; ks_*: split-K parts (clamped to a divisor of the
@@ -330,10 +329,6 @@ class Tiles:
     # bn_iq / ks_iq: wq_b's column tile and k parts; 0 = the kind's (KIND_TILES, with bn_b / ks_b: see there)
     bn_iq: int = 0
     ks_iq: int = 0
-    # qb_cols: the columns of a task in the indexer front's q_b stage (q_b's and wq_b's, each task still a tile of
-    # bn_b / bn_iq columns, the rest masked); 0 = the kind's (KIND_TILES), -1 = balanced over the grid (the fewest
-    # columns that keep both GEMVs' tasks and the index keys in one round of programs: `qb_cols_for`).
-    qb_cols: int = 0
     # swap_ab: GEMV block products as weight tile @ activations^T (`tiles._block_dot`): on sm_90 a wgmma of
     # the fp8 tiles straight from SMEM instead of an mma.sync of f16-converted tiles. Faster, H200
     # TP8 8K (results/trace_h200_swap_ab.log): 96.9 / 128.5 / 157.9 us at 1 / 4 / 8 rows vs 105.3 / 139.1 /
@@ -466,9 +461,6 @@ class Tiles:
         if self.index_emit_k < 0 or self.index_emit_k & (self.index_emit_k - 1) or self.index_emit_k > 64:
             raise ValueError(f"index_emit_k {self.index_emit_k} is neither 0 nor a power of two up to 64 (keys a tile "
                              "row of emit's [256, k] chunks: each count < 2^16 a chunk)")
-        if not (t.qb_cols == -1 or 1 <= t.qb_cols <= min(t.bn_b, t.bn_iq)):
-            raise ValueError(f"qb_cols {t.qb_cols} is neither -1 (balanced) nor 1 to min(bn_b, bn_iq) "
-                             f"{min(t.bn_b, t.bn_iq)} (columns a q_b task, inside one tile)")
         if self.index_digits not in (3, 4):
             raise ValueError(f"index_digits {self.index_digits} is neither 3 nor 4 (the radix select's digits)")
         if t.index_compact < 0 or t.index_compact & (t.index_compact - 1) or t.index_compact > 64:
@@ -490,8 +482,6 @@ class Tiles:
         the divisors <= 8 of the k blocks, the one that leaves the fewest k blocks on the busiest program
         at 1 row (ties: 4, then fewer parts); 4 at more rows (see the field)."""
         t = self
-        if t.qb_cols < 0:
-            t = dataclasses.replace(t, qb_cols=qb_cols_for(geo, t, tp=tp, width=width, n_programs=n_programs))
         if not t.dcw:
             tasks = max(1, n_programs // t.dn_parts)
             t = dataclasses.replace(t, dcw=min(geo.hidden, -(-geo.hidden // (8 * tasks)) * 8))
@@ -529,9 +519,14 @@ class Tiles:
 # 1 / 2 / 4; check_topk at 8K / 128K / 300K; the dense kind at TP8 rows 1-8, the tokens kind at TP1 rows 1 / 2 / 4.
 # The dense kind, TP8 8K, the same two orders (results/indexer23_h100_time_dense{,_reversed}.log): -0.55 / -1.35 /
 # -0.95 us at rows 1 / 2 / 4, -1.9 at 8 rows (old first only). No H200 could be started in that session.
+# Tasks of fewer columns than these tiles, balanced over the grid (the fewest that keep q_b's, wq_b's and the index
+# keys' tasks in one round: 48 / 49 / 50 columns at 1 / 4 / 8 rows, 96-100 KB a task instead of 128; commit 391c405,
+# reverted; bitwise equal), no faster on an H100, one process, the defaults timed first and last
+# (results/indexer27_h100_specs_w*.log), rows 1 / 4 / 8: 8K 133.5, 133.3 -> 133.0; 178.3, 178.0 -> 179.0;
+# 221.2, 220.9 -> 222.8 us; 128K 144.9, 144.5 -> 145.3; 207.3, 206.6 -> 207.5; 288.0, 288.4 -> 288.6. Not taken.
 # The shared and tail kinds do not read bn_iq / ks_iq: they resolve so that every field does.
-_SHARED_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1, "qb_cols": 64}
-_INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1, "qb_cols": 64}
+_SHARED_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 4, "bn_iq": 64, "ks_iq": 1}
+_INDEXER_FRONT = {"ks_a": 6, "bn_b": 64, "ks_b": 1, "bn_iq": 64, "ks_iq": 1}
 KIND_TILES: dict[str, dict] = {
     "shared": _SHARED_FRONT,
     "indexer": _INDEXER_FRONT,
@@ -555,16 +550,6 @@ KIND_TILES: dict[str, dict] = {
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
                                            "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
-
-
-def qb_cols_for(geo: Glm53Geometry, t: "Tiles", *, tp: int, width: int, n_programs: int) -> int:
-    """qb_cols -1 resolved: the fewest columns a task (at most min(bn_b, bn_iq)) with which q_b's tasks, wq_b's and
-    the width's index keys fit the grid in one round (`kernel_halves.index_attention`: the keys then have programs of
-    their own), so the stage's busiest program streams the fewest bytes; the whole tiles if none does."""
-    n_b, n_iq, most = geo.shard(tp).heads * geo.qk_head, geo.index_heads * geo.index_dim, min(t.bn_b, t.bn_iq)
-    fits = [c for c in range(1, most + 1)
-            if -(-n_b // c) * t.ks_b + -(-n_iq // c) * t.ks_iq + width <= n_programs]
-    return fits[0] if fits else most
 
 
 def target_of(device) -> str:

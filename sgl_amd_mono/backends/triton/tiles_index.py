@@ -20,7 +20,11 @@ INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
 # / 144.7 / 164.4 / 198.5; 128K 140.6 / 162.2 / 195.0 / 262.1; 140.3 / 158.7 / 189.5 / 256.0; 141.0 / 159.8 / 190.1
 # / 254.2; 141.0 / 160.3 / 192.2 / 256.3. Whole chunks only, without list_tail's short ones (commit ce90e24,
 # results/indexer18_h200_time_specs_compact_untailed.log): 8K 4 rows 163.9 -> 165.4 / 167.0 / 168.8 us (2 / 4 / 8),
-# a 256-key slice scanned in a mostly masked chunk.
+# a 256-key slice scanned in a mostly masked chunk. 32 keys a tile row at 8 rows, H100, one process, the defaults timed
+# first and last (results/indexer27_h100_specs_w8.log): 8K 221.2 / 220.9 -> 222.9 us, 128K 288.0 / 288.4 -> 301.6.
+# At 128K 8 rows the stages that scan the lists vary by row, not by slice (results/indexer27_h100_trace_own.log, H100,
+# each program's own µs): emit 9.0 on row 0's 16 programs, 7.2 on row 3's, 3.8-4.4 on the other rows', sel2 and sel3
+# slowest on the same two rows; the lists' lengths were not recorded.
 INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # The score loop's block and the slices' unit (Tiles.index_block 0) by width: (the widest width, its keys). 128 at 1 and
 # 2 rows (at 8K 1 row a row's 32 blocks of 256 keys become 64 tasks of 128), 256 at more. H100, one process, TP8, a
@@ -28,7 +32,9 @@ INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # that run), rows 1 / 2 / 4 / 8: 8K 137.8 / 151.8 / 179.3 / 225.3 us -> 133.6 / 151.2 / 176.9 / 224.0, 128K 147.0 /
 # 172.4 / 209.1 / 291.6 -> 144.6 / 171.8 / 209.5 / 298.0; an earlier process at 1 row (indexer26_h100_time_specs_w1
 # .log, the defaults timed first and last): 8K 137.4 / 135.5 -> 133.5 (64: 134.6), 128K 146.3 / 145.2 -> 144.2.
-# No A/B of it ran on an H200 (there, with it, both kinds in one call: indexer26_h200_time_*_w1.log).
+# No A/B of it ran on an H200 (there, with it, both kinds in one call: indexer26_h200_time_*_w1.log). Again on an H100,
+# 256 at 1 row beside it (results/indexer27_h100_specs_w1.log, the defaults timed first and last): 8K 133.5 / 133.3 ->
+# 134.2 us, 128K 144.9 / 144.5 -> 145.6.
 INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists

@@ -6,10 +6,9 @@ Its table is the shared kind's with the index work added to the attention half's
   norm1   + xn1 = RMSNorm(res1) in bf16 (weights_proj is a bf16 linear on it)
   qkv_a   + split-K parts (ks_i) of the index key wk (block FP8, on xq1)
   latent  + split-K parts (ks_w) of weights_proj (bf16, on xn1)
-  q_b     q_b's and the index query wq_b's tasks (block FP8, on qlq) of qb_cols columns (tiles of bn_b / bn_iq) x
-            split-K parts (ks_b / ks_iq); then R tasks: a row's index key (LayerNorm, interleaved rope on the
-            first ROPE dims, the Hadamard rotation, ue8m0 fp8 quantization), written into the index-K cache at
-            out_loc
+  q_b     + column tiles (bn_iq) x split-K parts (ks_iq) of the index query wq_b (block FP8, on qlq); then R
+            tasks: a row's index key (LayerNorm, interleaved rope on the first ROPE dims, the Hadamard rotation,
+            ue8m0 fp8 quantization), written into the index-K cache at out_loc
   absorb  + tasks [H*KVL/128, + R*IH/IQG): (row, IQG heads) of the index query: rope, Hadamard, ue8m0 fp8 a
           head, and those heads' weights
   score   (request, slice): scores of the request's rows over the slice's cached keys (each key read once a
@@ -144,8 +143,7 @@ def _stages() -> tuple[StageDef, ...]:
             reads=(*a["latent"].reads, "xn1", "weights_proj"), writes=(*a["latent"].writes, "iw_part"),
             cache_rows=_mla_rows),
         # the index keys in q_b's stage, beside its GEMVs (the index-K rows: the check scripts' write sets)
-        rep(a["q_b"], tasks=lambda d: (cdiv(d.H * d.QK, d.tiles.qb_cols) * d.tiles.ks_b
-                                       + cdiv(d.IH * d.ID, d.tiles.qb_cols) * d.tiles.ks_iq + d.R),
+        rep(a["q_b"], tasks=lambda d: a["q_b"].tasks(d) + cdiv(d.IH * d.ID, d.tiles.bn_iq) * d.tiles.ks_iq + d.R,
             reads=(*a["q_b"].reads, "wq_b", "wq_b_s", "ik_part", "cos_sin", "out_loc", "k_norm_w", "k_norm_b"),
             writes=("qb_part", "iq_part", "index_k_cache")),
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
