@@ -148,7 +148,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     (HI bits) listed in position order from the slice's start: positions at cand_pos, order keys at cand_key, their
     count at ncand[t], the slice scanned in [EMIT_ROWS, LK] chunks (`list_chunks`; LK: tiles.index_compact; SATOM
     only); 2, the scan reads that list instead of the slice's scores (a key below that prefix is below every later
-    one, so the same counts). PACKED: `found_prefix`'s (tiles.index_packed_counts).
+    one, so the same counts); 3 (tiles.index_relist), as 2 and the list kept only at or above the prefix found here
+    (HI bits), in place and in order, its new count at ncand[t] (`relist_chunks`), so the stages after it scan
+    fewer keys. PACKED: `found_prefix`'s (tiles.index_packed_counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -166,15 +168,18 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
-            src = cand_key_ptr + r * SCOL if LIST == 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
+            src = cand_key_ptr + r * SCOL if LIST >= 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
             if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
                 x = load_step(src, s0 + chunk_offsets(LK), list_tail(s0, s1, LK), False)
                 x1 = load_step(src, list_tail(s0, s1, LK) + chunk_offsets(1), s1, False)
+            elif LIST == 3:  # the list's first chunk, keys and positions, up to the slice's end (its length not yet in)
+                x = load_step(src, s0 + chunk_offsets(LK), s1, True)
+                x1 = load_step(cand_pos_ptr + r * SCOL, s0 + chunk_offsets(LK), s1, True)
             else:
                 x = load_step(src, s0 + blk, s1, LIST == 2)
-            if LIST == 2:
+            if LIST >= 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
                                         1 << WP, PACKED)
@@ -185,6 +190,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
                                        r * SCOL + s0, HI, W, LK)
+                tl.store(ncand_ptr + t, n_listed)
+            elif LIST == 3:
+                n_listed = relist_chunks(x, x1, src, cand_pos_ptr + r * SCOL, s0, s1, prefix, hist_row_ptr, HI, W, LK)
                 tl.store(ncand_ptr + t, n_listed)
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
@@ -208,7 +216,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                     if do_hist:
                         h += tl.histogram(digit, BINS, mask=hit)
                     x = x_next
-            if not ATOMS:
+            if (not ATOMS) & (LIST != 3):
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
@@ -278,6 +286,39 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
         listed += list_chunk(x1, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0 + listed, HI, W)
         x1 = x1_next
     return listed
+
+
+@triton.jit
+def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.constexpr, W: tl.constexpr,
+                  K: tl.constexpr):
+    """`select_digit`'s LIST 3 scan of a slice's list [s0, s1) (order keys at keys_ptr, positions at pos_ptr, the row's
+    own; x / p: its first [EMIT_ROWS, K] chunk's keys and positions, loaded), each chunk's keys and positions loaded a
+    chunk ahead: each key whose top HI bits are the prefix counted by one atomic at its digit (W bits below them) into
+    hist_row_ptr, and the keys at or above the prefix kept, in order, from the list's start. In place: a chunk's kept
+    keys go at or before its own entries, stored after the chunk's block-wide scan (which every thread reaches with
+    its loads of this chunk and of the next done), and no later chunk is read before it was loaded. Returns the
+    keys kept."""
+    CH: tl.constexpr = EMIT_ROWS * K
+    offs = chunk_offsets(K)
+    kept = s0 * 0
+    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
+        tt = c0 + offs
+        valid = tt < s1
+        x_next = load_step(keys_ptr, tt + CH, s1, True)
+        p_next = load_step(pos_ptr, tt + CH, s1, True)
+        u = key_of(x, True)
+        high = (u >> (32 - HI)).to(tl.int64)
+        digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
+        tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
+        keep = (valid & (high >= prefix)).to(tl.int32)
+        row_tot = tl.sum(keep, axis=1)
+        at = s0 + kept + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
+        tl.store(pos_ptr + at, p, mask=keep > 0)
+        tl.store(keys_ptr + at, x, mask=keep > 0)
+        kept += tl.sum(row_tot, axis=0)
+        x = x_next
+        p = p_next
+    return kept
 
 
 @triton.jit
