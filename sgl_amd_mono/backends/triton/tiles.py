@@ -313,9 +313,13 @@ class Tiles:
     index_packed_counts: bool = True
     # index_relist: with sel1's lists (index_compact), sel2 keeps each slice's list only at or above the 16-bit prefix it
     # finds (in place, `stages_select.relist_chunks`), so sel3 and emit scan about KTOP keys a row instead of the 8-bit
-    # prefix's: on time_layers' 128K inputs (CPU, the oracle's scores) the threshold's 8-bit bin holds 7,340-32,149
-    # keys a row, its 16-bit prefix and above 2,052-2,087, and at 128K 8 rows emit's programs take 3.8-9.0 us by row
-    # (results/indexer27_h100_trace_own.log). Off until an A/B on a GPU.
+    # prefix's: on time_layers' kind of 128K inputs (CPU, the oracle's scores, results/indexer27_lists_cpu.txt) the
+    # threshold's 8-bit bin holds 7,340-32,149 keys a row, its 16-bit prefix and above 2,052-2,087, and at 128K 8 rows
+    # emit's programs take 3.8-9.0 us by row (results/indexer27_h100_trace_own.log). H100, one process at 8 rows, the
+    # defaults timed first and last (results/indexer27_h100_specs_relist_w8.log): 8K 220.9 / 221.9 -> 222.4 us, 128K
+    # 287.7 / 287.5 -> 286.1; its check_layer at TP8 8 rows, 8K and 128K, 0 failures
+    # (results/indexer27_h100_check_layer_relist_w8.log). Mixed, and far from emit's 5 us spread: off (not traced: what
+    # sel2's relisting costs is not yet known).
     index_relist: bool = False
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -477,7 +481,8 @@ class Tiles:
                              f"{t.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
                              "by atomics as it lists")
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
-            raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of them")
+            raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
+                             "them")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
