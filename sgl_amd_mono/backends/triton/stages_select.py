@@ -216,7 +216,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                     if do_hist:
                         h += tl.histogram(digit, BINS, mask=hit)
                     x = x_next
-            if (not ATOMS) & (LIST != 3):
+            if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)

@@ -24,7 +24,8 @@ INDEX_SCAN_BY_WIDTH = ((2, 256), (1 << 30, 512))
 # first and last (results/indexer27_h100_specs_w8.log): 8K 221.2 / 220.9 -> 222.9 us, 128K 288.0 / 288.4 -> 301.6.
 # At 128K 8 rows the stages that scan the lists vary by row, not by slice (results/indexer27_h100_trace_own.log, H100,
 # each program's own µs): emit 9.0 on row 0's 16 programs, 7.2 on row 3's, 3.8-4.4 on the other rows', sel2 and sel3
-# slowest on the same two rows; the lists' lengths were not recorded.
+# slowest on the same two rows. On the same kind of inputs (CPU, other weights: results/indexer27_lists_cpu.txt) the
+# lists hold 7,340-32,900 keys a row.
 INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # The score loop's block and the slices' unit (Tiles.index_block 0) by width: (the widest width, its keys). 128 at 1 and
 # 2 rows (at 8K 1 row a row's 32 blocks of 256 keys become 64 tasks of 128), 256 at more. H100, one process, TP8, a
