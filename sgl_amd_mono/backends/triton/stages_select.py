@@ -237,18 +237,19 @@ def chunk_offsets(K: tl.constexpr):
 
 
 @triton.jit
-def list_chunk(x, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst, HI: tl.constexpr, W: tl.constexpr):
-    """`list_chunks`' work on one [EMIT_ROWS, K] chunk of scores x at positions tt (below s1), listed from dst.
-    Returns its keys listed."""
-    u = order_key(x)
+def list_chunk(u, pos, valid, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst, HI: tl.constexpr,
+               W: tl.constexpr):
+    """One [EMIT_ROWS, K] chunk of order keys u at row positions pos (where valid), of `list_chunks` or
+    `relist_chunks`: each key whose top HI bits are the prefix counted by one atomic at its digit (W bits below
+    them) into hist_row_ptr, and the keys at or above the prefix listed in order from dst (positions at cand_pos_ptr,
+    order keys at cand_key_ptr). Returns its keys listed."""
     high = (u >> (32 - HI)).to(tl.int64)
-    valid = tt < s1
     digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
     tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
     keep = (valid & (high >= prefix)).to(tl.int32)
     row_tot = tl.sum(keep, axis=1)
     at = dst + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
-    tl.store(cand_pos_ptr + at, tt, mask=keep > 0)
+    tl.store(cand_pos_ptr + at, pos, mask=keep > 0)
     tl.store(cand_key_ptr + at, u.to(tl.int32, bitcast=True), mask=keep > 0)
     return tl.sum(row_tot, axis=0)
 
@@ -278,12 +279,14 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
     for c0 in tl.range(s0, tail, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
         x_next = load_step(src, tt + CH, tail, False)
-        listed += list_chunk(x, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0 + listed, HI, W)
+        listed += list_chunk(order_key(x), tt, tt < s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
+                             dst0 + listed, HI, W)
         x = x_next
     for c0 in tl.range(tail, s1, EMIT_ROWS, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + one
         x1_next = load_step(src, tt + EMIT_ROWS, s1, False)
-        listed += list_chunk(x1, tt, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0 + listed, HI, W)
+        listed += list_chunk(order_key(x1), tt, tt < s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
+                             dst0 + listed, HI, W)
         x1 = x1_next
     return listed
 
@@ -293,8 +296,7 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
                   K: tl.constexpr):
     """`select_digit`'s LIST 3 scan of a slice's list [s0, s1) (order keys at keys_ptr, positions at pos_ptr, the row's
     own; x / p: its first [EMIT_ROWS, K] chunk's keys and positions, loaded), each chunk's keys and positions loaded a
-    chunk ahead: each key whose top HI bits are the prefix counted by one atomic at its digit (W bits below them) into
-    hist_row_ptr, and the keys at or above the prefix kept, in order, from the list's start. In place: a chunk's kept
+    chunk ahead, each chunk `list_chunk`'s work, its kept keys listed from the list's start. In place: a chunk's kept
     keys go at or before its own entries, stored after the chunk's block-wide scan (which every thread reaches with
     its loads of this chunk and of the next done), and no later chunk is read before it was loaded. Returns the
     keys kept."""
@@ -303,19 +305,9 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
     kept = s0 * 0
     for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
-        valid = tt < s1
         x_next = load_step(keys_ptr, tt + CH, s1, True)
         p_next = load_step(pos_ptr, tt + CH, s1, True)
-        u = key_of(x, True)
-        high = (u >> (32 - HI)).to(tl.int64)
-        digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
-        tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
-        keep = (valid & (high >= prefix)).to(tl.int32)
-        row_tot = tl.sum(keep, axis=1)
-        at = s0 + kept + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
-        tl.store(pos_ptr + at, p, mask=keep > 0)
-        tl.store(keys_ptr + at, x, mask=keep > 0)
-        kept += tl.sum(row_tot, axis=0)
+        kept += list_chunk(key_of(x, True), p, tt < s1, prefix, hist_row_ptr, pos_ptr, keys_ptr, s0 + kept, HI, W)
         x = x_next
         p = p_next
     return kept
