@@ -127,8 +127,8 @@ def trace_tables(kc, geo, weights, tiles, tp, widths, replays=15, skip_mask=0, c
                 print(f"{name}: not stamped", flush=True)
                 continue
             o = torch.stack(per).median(dim=0).values
-            print(f"{name} own us by program (median of {replays}):", " ".join(f"{i}:{v:.1f}" for i, v in enumerate(o.tolist())),
-                  flush=True)
+            by_program = " ".join(f"{i}:{v:.1f}" for i, v in enumerate(o.tolist()))
+            print(f"{name} own us by program (median of {replays}): {by_program}", flush=True)
 
 
 def main():
