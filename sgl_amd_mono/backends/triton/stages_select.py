@@ -506,15 +506,18 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     blk = tl.arange(0, ISCAN)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
                                   PMAX, LIST)
+    # a listed step's positions load two steps ahead, so that its slots' page ids (a load on that load) go out a
+    # step ahead with the keys and no step waits on two loads in a row
+    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST)
     need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
-    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
+    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead (positions two)
         tt = t0 + blk
         valid = tt < s1
         x_next = load_step(src, tt + ISCAN, s1, LIST)
-        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + ISCAN, s1, SCOL, LIST),
-                             tt + ISCAN < s1, PMAX)
+        slot_next = slots_of(page_table_ptr, r, pos_next, tt + ISCAN < s1, PMAX)
+        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST)
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)
