@@ -6,11 +6,13 @@ python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of
 python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1,1  # chosen variants and steps
 python test/kernels/glm53/probe_score.py --iblk 256 64 --variants 1,1,3,1,1,16 --tma 3 4  # and the TMA loop
 python test/kernels/glm53/probe_score.py --iblk 256 --variants 0,1,3,0,1 --lookahead 0,3 1,3 2,3 2,4 3,4  # page ids
+python test/kernels/glm53/probe_score.py --iblk 256 --variants 1,1,3,1,1,16 --orders random local sorted inorder
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or
 swapped (SWAP), prefetched by hand or software-pipelined by Triton (PIPE: `stages_index.score_pipelined` itself),
 digit 0 counted by tl.histogram a block or by one atomic a key (ATOM, `Tiles.index_atomics`), and the pipelined
-loop's page ids loaded a step ahead or not (AHEAD, `Tiles.index_ahead`). --sass also reads the pipelined loop's
+loop's page ids loaded a step ahead or not (AHEAD, `Tiles.index_ahead`). --orders: where the page table puts the
+pages (`page_orders`), each order timed with every variant. --sass also reads the pipelined loop's
 TTGIR: its waits for the async copies (`num` = copies left in flight) and its shared-memory key buffers.
 """
 
@@ -168,6 +170,27 @@ VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (Fa
             (False, True, 3, False, True)]
 
 
+# 2 MiB (a large GPU memory page, one TLB entry) over an index-K page's bytes
+PAGES_2M = (2 << 20) // (PAGE * (ID + 4))
+
+
+def page_orders(pages: int, per_program: int, g: torch.Generator, device) -> dict:
+    """Page tables of the same pages in four placements: "random" (a permutation of the pool, as time_layers'
+    inputs: a program's pages spread over the whole cache), "inorder" (page i at position i), "local" (the pool's
+    pages permuted within each 2 MiB group, so a program's consecutive pages share a few 2 MiB ranges: random
+    order, TLB reach kept), "sorted" (random, each program's pages then sorted by id: the same pages as random a
+    program, visited in address order)."""
+    rnd = torch.randperm(pages, device=device, generator=g)
+    local = torch.arange(pages, device=device)
+    for g0 in range(0, pages, PAGES_2M):
+        n = min(PAGES_2M, pages - g0)
+        local[g0:g0 + n] = g0 + torch.randperm(n, device=device, generator=g)
+    srt = rnd.clone()
+    for p0 in range(0, pages, per_program):
+        srt[p0:p0 + per_program] = srt[p0:p0 + per_program].sort().values
+    return {"random": rnd, "inorder": torch.arange(pages, device=device), "local": local, "sorted": srt}
+
+
 def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
          ahead: bool = False, copies: int = 1, pch: int = 0) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
@@ -229,6 +252,8 @@ def main():
                    help="the pipelined variants also with their page ids this many steps at once (0: as the variant)")
     p.add_argument("--lookahead", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
                    help="also time `_score_probe_lookahead` at these LA,PIPE pairs (e.g. 0,3 2,4)")
+    p.add_argument("--orders", nargs="+", default=["random"], choices=["random", "inorder", "local", "sorted"],
+                   help="the page tables' placements (`page_orders`), each timed with every variant")
     p.add_argument("--variants", nargs="+", default=None,
                    help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
     a = p.parse_args()
@@ -246,23 +271,26 @@ def main():
         cache = torch.randint(0, 120, (pages, PAGE * (ID + 4)), dtype=torch.uint8, device="cuda", generator=g)
         cache.view(-1, PAGE * (ID + 4))[:, PAGE * ID:] = 0
         cache[:, PAGE * ID:].view(torch.float32).copy_(torch.rand(pages, PAGE, device="cuda", generator=g))
-        pt = torch.randperm(pages, device="cuda", generator=g).to(torch.int32)
+        tables = page_orders(pages, keys // PAGE, g, "cuda")
         iq = torch.randn(IH, ID, device="cuda", generator=g).to(torch.float8_e4m3fn)
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
         hist = torch.zeros(256 * nprog, dtype=torch.int32, device="cuda")
-        for (h, sw, pipe, atom, ahead, *more), pch in ((v, c) for v in variants for c in a.page_chunk):
+        for order, (h, sw, pipe, atom, ahead, *more), pch in ((o, v, c) for o in a.orders for v in variants
+                                                             for c in a.page_chunk):
+            pt = tables[order].to(torch.int32)
             copies = more[0] if more else 1
             if pch and not pipe:
                 continue
 
-            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies, pch=pch):
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies, pch=pch, pt=pt):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
                                        IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead,
                                        COPIES=copies, PCH=pch, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
-                    f"AHEAD={ahead} COPIES={copies}{f' page ids {pch} steps at once' if pch else ''}")
+                    f"AHEAD={ahead} COPIES={copies}{f' page ids {pch} steps at once' if pch else ''} pages {order}")
             _report(name, fn, keys * nprog)
+        pt = tables["random"].to(torch.int32)  # the lookahead and TMA loops': time_layers' placement
         for la, pipe in a.lookahead:
             def fn(la=la, pipe=pipe):
                 _score_probe_lookahead[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, keys, IBLK=iblk, IH=IH,
