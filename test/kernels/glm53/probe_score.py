@@ -6,7 +6,7 @@ python test/kernels/glm53/probe_score.py --keys 1024 8192 # GPU: µs a launch of
 python test/kernels/glm53/probe_score.py --iblk 128 256 --variants 1,1,0,0 1,1,4,1,1  # chosen variants and steps
 python test/kernels/glm53/probe_score.py --iblk 256 64 --variants 1,1,3,1,1,16 --tma 3 4  # and the TMA loop
 python test/kernels/glm53/probe_score.py --iblk 256 --variants 0,1,3,0,1 --lookahead 0,3 1,3 2,3 2,4 3,4  # page ids
-python test/kernels/glm53/probe_score.py --iblk 256 --variants 1,1,3,1,1,16 --orders random local sorted inorder
+python test/kernels/glm53/probe_score.py --iblk 256 --variants 1,1,3,1,1,16 --orders random local sorted inorder band16
 Each program scores `keys` keys of one row (IBLK a step, the next block's keys and the page ids after them
 loaded a step ahead, as `stages_index.score`), with or without digit 0's histogram (HIST), the dots as q @ k^T or
 swapped (SWAP), prefetched by hand or software-pipelined by Triton (PIPE: `stages_index.score_pipelined` itself),
@@ -179,16 +179,21 @@ def page_orders(pages: int, per_program: int, g: torch.Generator, device) -> dic
     inputs: a program's pages spread over the whole cache), "inorder" (page i at position i), "local" (the pool's
     pages permuted within each 2 MiB group, so a program's consecutive pages share a few 2 MiB ranges: random
     order, TLB reach kept), "sorted" (random, each program's pages then sorted by id: the same pages as random a
-    program, visited in address order)."""
+    program, visited in address order), "band16" (permuted within 16 equal bands of the pool: a program's pages
+    random within a sixteenth of the cache, as tasks that each took the pages of one band would read them)."""
+    def within(group: int) -> torch.Tensor:  # the pool's pages permuted within each run of `group` pages
+        out = torch.arange(pages, device=device)
+        for g0 in range(0, pages, group):
+            n = min(group, pages - g0)
+            out[g0:g0 + n] = g0 + torch.randperm(n, device=device, generator=g)
+        return out
+
     rnd = torch.randperm(pages, device=device, generator=g)
-    local = torch.arange(pages, device=device)
-    for g0 in range(0, pages, PAGES_2M):
-        n = min(PAGES_2M, pages - g0)
-        local[g0:g0 + n] = g0 + torch.randperm(n, device=device, generator=g)
     srt = rnd.clone()
     for p0 in range(0, pages, per_program):
         srt[p0:p0 + per_program] = srt[p0:p0 + per_program].sort().values
-    return {"random": rnd, "inorder": torch.arange(pages, device=device), "local": local, "sorted": srt}
+    return {"random": rnd, "inorder": torch.arange(pages, device=device), "local": within(PAGES_2M), "sorted": srt,
+            "band16": within(-(-pages // 16))}
 
 
 def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
@@ -252,7 +257,7 @@ def main():
                    help="the pipelined variants also with their page ids this many steps at once (0: as the variant)")
     p.add_argument("--lookahead", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
                    help="also time `_score_probe_lookahead` at these LA,PIPE pairs (e.g. 0,3 2,4)")
-    p.add_argument("--orders", nargs="+", default=["random"], choices=["random", "inorder", "local", "sorted"],
+    p.add_argument("--orders", nargs="+", default=["random"], choices=["random", "inorder", "local", "sorted", "band16"],
                    help="the page tables' placements (`page_orders`), each timed with every variant")
     p.add_argument("--variants", nargs="+", default=None,
                    help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
