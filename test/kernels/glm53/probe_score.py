@@ -163,6 +163,37 @@ def _score_probe_lookahead(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k
         tl.store(scores_ptr + tt, sc, mask=tt < s1)
 
 
+@triton.jit
+def _score_probe_paged(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
+                       n_keys, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PIPE: tl.constexpr,
+                       HIST: tl.constexpr):
+    """The pipelined score loop (swapped dots) with a step's keys addressed by page: its IBLK / 64 page ids (one
+    load of IBLK / 64 values, a step ahead), the keys as an [IBLK / 64, 64, ID] tile (each page's 8 KiB of keys one
+    contiguous run from its page's base) and the scales as [IBLK / 64, 64] (a page's 256 bytes contiguous), both
+    reshaped to [IBLK, .] for the dots; HIST: digit 0 by an atomic a key into copy pid % 16."""
+    NP: tl.constexpr = IBLK // 64
+    pid = tl.program_id(0)
+    hist_ptr += (pid % 16) * 256
+    dims = tl.arange(0, ID)
+    pg = tl.arange(0, NP)
+    off = tl.arange(0, 64)
+    blk = tl.arange(0, IBLK)
+    q0, hw0, s0, s1 = _program_row(iq_ptr, head_w_ptr, n_keys, IH, ID)
+    pages = tl.load(page_table_ptr + s0 // 64 + pg, mask=s0 + pg * 64 < s1, other=0)
+    for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+        tt = t0 + blk
+        base = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache  # [NP]
+        k = tl.load(base[:, None, None] + off[None, :, None] * 128 + dims[None, None, :])
+        ks = tl.load((base[:, None] + 64 * 128 + off[None, :] * 4).to(tl.pointer_type(tl.float32)))
+        nxt = t0 + IBLK
+        pages = tl.load(page_table_ptr + nxt // 64 + pg, mask=nxt + pg * 64 < s1, other=0)
+        k2 = tl.reshape(k, (IBLK, ID)).to(tl.float8e4nv, bitcast=True)
+        sc = index.block_scores(q0, hw0, k2, tl.reshape(ks, (IBLK,)), True)
+        tl.store(scores_ptr + tt, sc, mask=tt < s1)
+        if HIST:
+            tl.atomic_add(hist_ptr + (index.order_key(sc) >> 24).to(tl.int32), 1, mask=tt < s1, sem="relaxed")
+
+
 # (HIST, SWAP, PIPE, ATOM, AHEAD)
 VARIANTS = [(False, False, 0, False, False), (True, False, 0, False, False), (False, True, 0, False, False),
             (True, True, 0, False, False), (True, True, 3, False, False), (True, False, 3, False, False),
@@ -257,6 +288,8 @@ def main():
                    help="the pipelined variants also with their page ids this many steps at once (0: as the variant)")
     p.add_argument("--lookahead", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
                    help="also time `_score_probe_lookahead` at these LA,PIPE pairs (e.g. 0,3 2,4)")
+    p.add_argument("--paged", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
+                   help="also time `_score_probe_paged` at these PIPE,HIST pairs (e.g. 3,1 4,0)")
     p.add_argument("--orders", nargs="+", default=["random"], choices=["random", "inorder", "local", "sorted", "band16"],
                    help="the page tables' placements (`page_orders`), each timed with every variant")
     p.add_argument("--variants", nargs="+", default=None,
@@ -295,7 +328,13 @@ def main():
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
                     f"AHEAD={ahead} COPIES={copies}{f' page ids {pch} steps at once' if pch else ''} pages {order}")
             _report(name, fn, keys * nprog)
-        pt = tables["random"].to(torch.int32)  # the lookahead and TMA loops': time_layers' placement
+        pt = tables["random"].to(torch.int32)  # the lookahead, paged and TMA loops': time_layers' placement
+        for pipe, h in a.paged:
+            def fn(pipe=pipe, h=h):
+                _score_probe_paged[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, IBLK=iblk, IH=IH,
+                                             ID=ID, PIPE=pipe, HIST=bool(h), num_warps=8)
+            _report(f"keys {keys} a program, {nprog} programs, IBLK={iblk} keys addressed by page PIPE={pipe} "
+                    f"HIST={bool(h)}", fn, keys * nprog)
         for la, pipe in a.lookahead:
             def fn(la=la, pipe=pipe):
                 _score_probe_lookahead[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, keys, IBLK=iblk, IH=IH,
