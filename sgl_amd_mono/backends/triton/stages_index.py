@@ -288,7 +288,8 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     for every copy at the step's start: their load overlaps no work.
     AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
     a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
-    (results/indexer8_score_loop_ttgir_cpu.txt).
+    (results/indexer8_score_loop_ttgir_cpu.txt); 1: a page id a key, 2: a step's IBLK / 64 page ids, its keys
+    addressed by page (`page_block`).
     PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
     chunk's while this one is scored) and each step's picked from them in registers (tl.gather), so that no key
     address waits on a load inside the pipelined loop: the loop alone at 8192 keys a program with its page ids a
@@ -308,6 +309,14 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                                   s1, dims)
                 h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
+    elif AHEAD == 2:
+        pg = tl.arange(0, IBLK // PAGE)
+        pages = tl.load(pt + s0 // PAGE + pg, mask=s0 + pg * PAGE < s1, other=0)  # the first step's
+        for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
+            pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
+            h0 = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM,
+                           W0)
     else:
         if AHEAD:
             page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
@@ -390,6 +399,22 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                         if tl.sum(tl.where(rows == r, lens, 0), axis=0) > LS:
                             hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
                             tl.atomic_add(hist_ptr + r * BINS + bins, hj, mask=hj > 0, sem="relaxed")
+
+
+@triton.jit
+def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims):
+    """`key_block`'s keys and scales at positions t0 + [0, IBLK) below end, addressed by page: pages [IBLK / 64]
+    the step's page ids, the keys loaded as an [IBLK / 64, 64, ID] tile (a page's 64 keys one contiguous run from
+    its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]."""
+    NP: tl.constexpr = pages.shape[0]
+    off = tl.arange(0, PAGE)
+    tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
+    pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
+    k = tl.load(pbase[:, None, None] + off[None, :, None] * KEY_BYTES + dims[None, None, :],
+                mask=(tt < end)[:, :, None], other=0)
+    ks = tl.load((pbase[:, None] + PAGE * KEY_BYTES + off[None, :] * 4).to(tl.pointer_type(tl.float32)), mask=tt < end,
+                 other=0.0)
+    return (tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True), tl.reshape(ks, (NP * PAGE,)))
 
 
 @triton.jit

@@ -157,7 +157,9 @@ class Tiles:
     # the score loop too (one atomic a key into a 65536-bin histogram a row), so that sel1 counted nothing and
     # sel2 found the first two digits: 134.1 / 200.7 at 8K, 161.4 / 327.3 at 128K, and with index_ahead 135.3 /
     # 201.8, 164.3 / 310.0 (the same log): removed.
-    index_ahead: bool = True
+    # index_ahead 2: a step's page ids loaded as its index_block / 64 pages (one id a page, not a key), its keys
+    # addressed by page (each page's 64 keys one contiguous run: `stages_index.page_block`).
+    index_ahead: int = 1
     # index_sel_atomics: the select's digits 1 and 2 (stages sel1, sel2) counted by one integer atomic a key at the
     # prefix into the row's histogram (digit 1's in hist0's copies, task t into copy t % copies), instead of
     # tl.histogram over each scan step's keys (256 bins, every key of the step whether at the prefix or not) added
@@ -465,6 +467,9 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
+        if self.index_ahead not in (0, 1, 2):
+            raise ValueError(f"index_ahead {self.index_ahead} is not 0, 1 or 2 (the score loop's page ids: in the step, a "
+                             "key a step ahead, a page a step ahead)")
         if self.index_page_chunk < 0 or self.index_page_chunk & (self.index_page_chunk - 1):
             raise ValueError(f"index_page_chunk {self.index_page_chunk} is neither 0 nor a power of two (steps a "
                              "chunk of the score loop's page ids)")
