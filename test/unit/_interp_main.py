@@ -57,6 +57,8 @@ CASES = {
     "w3_index_unpacked_digits3": (3, torch.bfloat16, "index_packed_counts=0,index_digits=3,index_atomics=2"),
     "w3_index_relist": (3, torch.bfloat16, "index_compact=1,index_relist=1"),
     "w3_index_relist_emit_k2": (3, torch.bfloat16, "index_compact=1,index_relist=1,index_emit_k=2"),
+    # two slices of the sliced row, sel1's lists 89 and 53 keys long: the first relisted, the second left
+    "w3_index_relist_some": (3, torch.bfloat16, "index_compact=1,index_relist=60,index_slices=8"),
 }
 
 
@@ -88,27 +90,35 @@ def hist0_matches(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -
 
 
 def lists_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> bool:
-    """With index_relist: each sliced row's slice lists, as sel2 left them (cand_pos / cand_key from the slice's start,
-    ncand long), are exactly the slice's keys whose top 16 bits are at or above the row's 16-bit prefix (kept2, sel2's),
-    in position order, with their order keys. plant: one slice's list one key short first (the check's own control)."""
+    """With index_relist K: each sliced row's slice lists, as sel2 left them (cand_pos / cand_key from the slice's
+    start, ncand long), are exactly the slice's keys whose top 16 bits are at or above the row's 16-bit prefix (kept2,
+    sel2's) where sel1 listed at least K keys (its keys at or above the 8-bit prefix, kept1), else exactly sel1's
+    list, in position order, with their order keys. Returns (match, the slices relisted, the slices left as listed).
+    plant: one slice's list one key short first (the check's own control)."""
     c, d, s = kinds.get(kind).constexprs(plan.dims), plan.dims, plan.scratch
     ncand = s["ncand"].view(d.R, d.NSL).clone()
     if plant:
         ncand.view(-1)[int((ncand.view(-1) > 0).nonzero()[0])] -= 1
+    relisted = kept = 0
     for row, n in enumerate(lengths.tolist()):
         if n <= c["LS"]:
             continue
-        keys, p16 = order_keys(s["scores"][row, :n]), int(s["kept2"][row, 1])
+        keys, p8, p16 = order_keys(s["scores"][row, :n]), int(s["kept1"][row, 1]), int(s["kept2"][row, 1])
         width = -(-(-(-n // d.NSL)) // d.IBLK) * d.IBLK  # stages_index.slice_of
         for sl in range(d.NSL):
             a, b = min(sl * width, n), min(sl * width + width, n)
-            keep = (keys[a:b] >> 16) >= p16
+            keep = (keys[a:b] >> 24) >= p8
+            if int(keep.sum()) >= plan.tiles.index_relist:
+                keep = (keys[a:b] >> 16) >= p16
+                relisted += 1
+            else:
+                kept += 1
             m = int(ncand[row, sl])
             got_pos, got_key = s["cand_pos"][row, a:a + m].long(), s["cand_key"][row, a:a + m].long() & 0xFFFFFFFF
             if m != int(keep.sum()) or not torch.equal(got_pos, torch.arange(a, b)[keep]) \
                     or not torch.equal(got_key, keys[a:b][keep]):
-                return False
-    return True
+                return False, relisted, kept
+    return True, relisted, kept
 
 
 def combined_control(kc, geo, weights):
@@ -281,8 +291,8 @@ def main(kind: str, case: str) -> None:
         res["hist0_ok"] = hist0_matches(plan, kind, step.lengths)
         res["hist0_planted_caught"] = not hist0_matches(plan, kind, step.lengths, plant=True)
     if plan.tiles.index_relist and plan.tiles.index_compact > 0:
-        res["lists_ok"] = lists_match(plan, kind, step.lengths)
-        res["lists_planted_caught"] = not lists_match(plan, kind, step.lengths, plant=True)
+        res["lists_ok"], res["lists_relisted"], res["lists_left"] = lists_match(plan, kind, step.lengths)
+        res["lists_planted_caught"] = not lists_match(plan, kind, step.lengths, plant=True)[0]
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
     try:

@@ -90,7 +90,7 @@ def test_index_score_options_change_no_bit():
     "w3_index_ahead_pipe4", "w3_index_ahead_pages", "w3_ks_w1", "w3_index_sel_atomics", "w3_index_sel_atomics_one", "w3_index_digits3",
     "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
-    "w3_index_relist", "w3_index_relist_emit_k2")] + [
+    "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
                            "w3_index_unpacked", "w3_index_relist")])
 def test_index_atomics_change_no_bit(kind, case):
@@ -113,7 +113,8 @@ def test_index_atomics_change_no_bit(kind, case):
     keys above it by a sum, emit's earlier counts in two; the default packs them), over the slices, over sel1's lists
     with emit in tiles, and over three digits' 4096-bin histograms read by groups: the same digits and counts, the
     same bits. sel2 keeping those lists only at or above its 16-bit prefix, in place (index_relist), for sel3 and emit
-    in steps or in tiles: the same counts and list, the same bits. In every case the launch's digit-0 histogram equals torch's count over its own scores (and one count
+    in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
+    list, the same bits. In every case the launch's digit-0 histogram equals torch's count over its own scores (and one count
     planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
@@ -123,6 +124,8 @@ def test_index_atomics_change_no_bit(kind, case):
     assert res["digests"] == _pinned()[(kind, base)]
     if "relist" in case:  # the lists sel2 left: the keys at or above its 16-bit prefix (a list one key short fails)
         assert (res.get("lists_ok"), res.get("lists_planted_caught")) == (True, True), res.get("lists_ok")
+        # index_relist 60: one list relisted, one (shorter than 60) left as sel1 listed it
+        assert (res["lists_relisted"] > 0, res["lists_left"] > 0) == (True, "some" in case), res
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
 

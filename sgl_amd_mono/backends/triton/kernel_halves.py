@@ -152,7 +152,7 @@ def index_attention(
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
-        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = False):
+        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -160,7 +160,8 @@ def index_attention(
     shard holds it (hidden_ptr: this rank's [V, D] rows), and embed_sum sums the ranks' into emb, which norm1 reads.
     IPCH: the score loop's page-id chunk (tiles.index_page_chunk); IEK: emit's keys a tile row (tiles.index_emit_k);
     IPACK: the select's digits and emit's counts from fewer block-wide reductions (tiles.index_packed_counts);
-    IRELIST: sel2 keeps sel1's lists only at or above its 16-bit prefix (tiles.index_relist). Returns ok."""
+    IRELIST: sel2 keeps sel1's lists of at least IRELIST keys only at or above its 16-bit prefix (tiles.index_relist,
+    0: none). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -270,7 +271,7 @@ def index_attention(
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK)
+                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK, RL=max(IRELIST, 1))
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,

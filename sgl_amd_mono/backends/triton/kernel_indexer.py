@@ -32,8 +32,8 @@ def constexprs(d: LayerDims) -> dict:
     sel2, sel3 and emit, in [256, ICOMPACT] chunks (tiles.index_compact, 0: none), IEK emit's keys a tile row
     (tiles.index_emit_k, 0: index_scan-key steps), IPACK the select's digits and emit's counts from fewer
     block-wide reductions (tiles.index_packed_counts), IPCH the score loop's page ids a chunk of that many steps at
-    once (tiles.index_page_chunk, 0: none), IRELIST sel2 keeping sel1's lists at or above its 16-bit prefix for sel3
-    and emit (tiles.index_relist), IQG heads an index-query task covers) and tiles (KS_I: wk's parts, KS_W:
+    once (tiles.index_page_chunk, 0: none), IRELIST sel2 keeping sel1's lists of at least that many keys at or above its
+    16-bit prefix for sel3 and emit (tiles.index_relist, 0: none), IQG heads an index-query task covers) and tiles (KS_I: wk's parts, KS_W:
     weights_proj's; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
@@ -44,7 +44,7 @@ def constexprs(d: LayerDims) -> dict:
             "IW0": indexer_kind.radix_digits(d)[0], "IW1": indexer_kind.radix_digits(d)[1], "ICOMPACT":
             int(t.index_compact), "IEK": t.index_emit_k, "IPACK": int(t.index_packed_counts),
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
-            "KS_IQ": t.ks_iq, "IPCH": t.index_page_chunk, "IRELIST": int(t.index_relist)}
+            "KS_IQ": t.ks_iq, "IPCH": t.index_page_chunk, "IRELIST": t.index_relist}
 
 
 def scalars(d: LayerDims) -> dict:

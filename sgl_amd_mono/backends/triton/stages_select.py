@@ -134,7 +134,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
-                 PACKED: tl.constexpr = False):
+                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -150,7 +150,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     only); 2, the scan reads that list instead of the slice's scores (a key below that prefix is below every later
     one, so the same counts); 3 (tiles.index_relist), as 2 and the list kept only at or above the prefix found here
     (HI bits), in place and in order, its new count at ncand[t] (`relist_chunks`), so the stages after it scan
-    fewer keys. PACKED: `found_prefix`'s (tiles.index_packed_counts).
+    fewer keys; a list of fewer than RL keys (tiles.index_relist) only counted, left as it is. PACKED: `found_prefix`'s (tiles.index_packed_counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -191,9 +191,11 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
                                        r * SCOL + s0, HI, W, LK)
                 tl.store(ncand_ptr + t, n_listed)
-            elif LIST == 3:
-                n_listed = relist_chunks(x, x1, src, cand_pos_ptr + r * SCOL, s0, s1, prefix, hist_row_ptr, HI, W, LK)
-                tl.store(ncand_ptr + t, n_listed)
+            elif LIST == 3:  # a list of fewer than RL keys counted, not relisted (sel3 and emit scan it as it is)
+                n_listed = relist_chunks(x, x1, src, cand_pos_ptr + r * SCOL, s0, s1, prefix, hist_row_ptr, HI, W, LK,
+                                         s1 - s0 >= RL)
+                if s1 - s0 >= RL:
+                    tl.store(ncand_ptr + t, n_listed)
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
@@ -238,20 +240,23 @@ def chunk_offsets(K: tl.constexpr):
 
 @triton.jit
 def list_chunk(u, pos, valid, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst, HI: tl.constexpr,
-               W: tl.constexpr):
+               W: tl.constexpr, listing=True):
     """One [EMIT_ROWS, K] chunk of order keys u at row positions pos (where valid), of `list_chunks` or
     `relist_chunks`: each key whose top HI bits are the prefix counted by one atomic at its digit (W bits below
-    them) into hist_row_ptr, and the keys at or above the prefix listed in order from dst (positions at cand_pos_ptr,
-    order keys at cand_key_ptr). Returns its keys listed."""
+    them) into hist_row_ptr, and (where listing) the keys at or above the prefix listed in order from dst
+    (positions at cand_pos_ptr, order keys at cand_key_ptr). Returns its keys listed (0 where not listing)."""
     high = (u >> (32 - HI)).to(tl.int64)
     digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
     tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
-    keep = (valid & (high >= prefix)).to(tl.int32)
-    row_tot = tl.sum(keep, axis=1)
-    at = dst + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
-    tl.store(cand_pos_ptr + at, pos, mask=keep > 0)
-    tl.store(cand_key_ptr + at, u.to(tl.int32, bitcast=True), mask=keep > 0)
-    return tl.sum(row_tot, axis=0)
+    n = dst * 0
+    if listing:
+        keep = (valid & (high >= prefix)).to(tl.int32)
+        row_tot = tl.sum(keep, axis=1)
+        at = dst + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(keep, axis=1) - 1
+        tl.store(cand_pos_ptr + at, pos, mask=keep > 0)
+        tl.store(cand_key_ptr + at, u.to(tl.int32, bitcast=True), mask=keep > 0)
+        n = tl.sum(row_tot, axis=0)
+    return n
 
 
 @triton.jit
@@ -293,21 +298,23 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
 
 @triton.jit
 def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.constexpr, W: tl.constexpr,
-                  K: tl.constexpr):
+                  K: tl.constexpr, relisting=True):
     """`select_digit`'s LIST 3 scan of a slice's list [s0, s1) (order keys at keys_ptr, positions at pos_ptr, the row's
     own; x / p: its first [EMIT_ROWS, K] chunk's keys and positions, loaded), each chunk's keys and positions loaded a
     chunk ahead, each chunk `list_chunk`'s work, its kept keys listed from the list's start. In place: a chunk's kept
     keys go at or before its own entries, stored after the chunk's block-wide scan (which every thread reaches with
     its loads of this chunk and of the next done), and no later chunk is read before it was loaded. Returns the
-    keys kept."""
+    keys kept. relisting false (a list too short to relist): the counts only, the list left as it is (no positions
+    loaded past the first chunk's), 0 returned."""
     CH: tl.constexpr = EMIT_ROWS * K
     offs = chunk_offsets(K)
     kept = s0 * 0
     for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
         x_next = load_step(keys_ptr, tt + CH, s1, True)
-        p_next = load_step(pos_ptr, tt + CH, s1, True)
-        kept += list_chunk(key_of(x, True), p, tt < s1, prefix, hist_row_ptr, pos_ptr, keys_ptr, s0 + kept, HI, W)
+        p_next = load_step(pos_ptr, tt + CH, tl.where(relisting, s1, 0), True)
+        kept += list_chunk(key_of(x, True), p, tt < s1, prefix, hist_row_ptr, pos_ptr, keys_ptr, s0 + kept, HI, W,
+                           relisting)
         x = x_next
         p = p_next
     return kept

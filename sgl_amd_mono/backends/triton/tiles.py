@@ -321,8 +321,9 @@ class Tiles:
     # defaults timed first and last (results/indexer27_h100_specs_relist_w8.log): 8K 220.9 / 221.9 -> 222.4 us, 128K
     # 287.7 / 287.5 -> 286.1; its check_layer at TP8 8 rows, 8K and 128K, 0 failures
     # (results/indexer27_h100_check_layer_relist_w8.log). Mixed, and far from emit's 5 us spread: off (not traced: what
-    # sel2's relisting costs is not yet known).
-    index_relist: bool = False
+    # sel2's relisting costs is not yet known). index_relist K: the lists of at least K keys (1: every list); a
+    # shorter one is only counted (its keys scanned in the same chunks) and left as it is for sel3 and emit.
+    index_relist: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -485,6 +486,9 @@ class Tiles:
             raise ValueError(f"index_compact needs index_digits 4 (is {t.index_digits}) and index_sel_atomics (is "
                              f"{t.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
                              "by atomics as it lists")
+        if self.index_relist < 0:
+            raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 relists; 0: "
+                             "none)")
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
