@@ -159,7 +159,7 @@ class Tiles:
     # 201.8, 164.3 / 310.0 (the same log): removed.
     # index_ahead 2: a step's page ids loaded as its index_block / 64 pages (one id a page, not a key), its keys
     # addressed by page (each page's 64 keys one contiguous run: `stages_index.page_block`).
-    index_ahead: int = 1
+    index_ahead: int = 2
     # index_sel_atomics: the select's digits 1 and 2 (stages sel1, sel2) counted by one integer atomic a key at the
     # prefix into the row's histogram (digit 1's in hist0's copies, task t into copy t % copies), instead of
     # tl.histogram over each scan step's keys (256 bins, every key of the step whether at the prefix or not) added
