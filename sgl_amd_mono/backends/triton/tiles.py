@@ -157,8 +157,14 @@ class Tiles:
     # the score loop too (one atomic a key into a 65536-bin histogram a row), so that sel1 counted nothing and
     # sel2 found the first two digits: 134.1 / 200.7 at 8K, 161.4 / 327.3 at 128K, and with index_ahead 135.3 /
     # 201.8, 164.3 / 310.0 (the same log): removed.
-    # index_ahead 2: a step's page ids loaded as its index_block / 64 pages (one id a page, not a key), its keys
-    # addressed by page (each page's 64 keys one contiguous run: `stages_index.page_block`).
+    # index_ahead 2 (the default): a step's page ids loaded as its index_block / 64 pages (one id a page, not one a
+    # key), its keys addressed by page (each page's 64 keys one contiguous run: `stages_index.page_block`). The loop
+    # alone on an H100 at 8192 keys a program (results/indexer28_h100_probe_paged.log): 60.3 -> 57.9 us with 256-key
+    # steps, 66.0 -> 62.1 with 128; where the table puts the pages moves it by at most 3%
+    # (results/indexer28_h100_probe_orders.log). H100, one process, TP8, a decode row a request, 2 timed first and
+    # last against 1 (results/indexer28_h100_time_indexer.log), rows 1 / 2 / 4 / 8: 8K 134.2 / 132.7 -> 132.7 us,
+    # 149.6 / 149.8 -> 151.2, 177.0 / 177.2 -> 179.2, 220.8 / 221.5 -> 223.4; 128K 143.6 / 143.5 -> 145.0, 167.4 /
+    # 166.6 -> 169.6, 206.2 / 206.0 -> 207.3, 286.0 / 286.4 -> 288.0 (taken).
     index_ahead: int = 2
     # index_sel_atomics: the select's digits 1 and 2 (stages sel1, sel2) counted by one integer atomic a key at the
     # prefix into the row's histogram (digit 1's in hist0's copies, task t into copy t % copies), instead of
@@ -322,7 +328,11 @@ class Tiles:
     # 287.7 / 287.5 -> 286.1; its check_layer at TP8 8 rows, 8K and 128K, 0 failures
     # (results/indexer27_h100_check_layer_relist_w8.log). Mixed, and far from emit's 5 us spread: off (not traced: what
     # sel2's relisting costs is not yet known). index_relist K: the lists of at least K keys (1: every list); a
-    # shorter one is only counted (its keys scanned in the same chunks) and left as it is for sel3 and emit.
+    # shorter one is only counted (its keys scanned in the same chunks) and left as it is for sel3 and emit. Traced
+    # at 128K 8 rows with 1 (results/indexer28_h100_trace_own_128k*.log): sel2 + sel3 + emit 20.2 -> 17.9 us of span.
+    # H100, one process at 8 rows (results/indexer28_h100_specs_w8.log, index_ahead 1 the default then): 8K 224.2 /
+    # 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
+    # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
     index_relist: int = 0
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
