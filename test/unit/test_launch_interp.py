@@ -100,10 +100,11 @@ def test_index_atomics_change_no_bit(kind, case):
     so the same bits as the default build, and every list the rule's. The pipelined loop with its page ids loaded
     in their own step (index_ahead=0; the default loads a step's ids a page each a step ahead, its keys addressed by
     page), ahead over 4 stages, with two pages a step (index_ahead=2, index_block=128), and a key's id each a step
-    ahead (index_ahead=1): the same loads and sums in another order of issue, the same bits. weights_proj in one k part (ks_w=1) where wk takes
-    two (ks_i resolves to 2 at the tiny hidden of 256), in the indexer and dense kinds: the same f32 sums in the
-    same order, the same bits. The select's digits 1 and 2 counted by one atomic a key (index_sel_atomics), digit
-    1's into hist0's copies or into one (index_atomics=0: digit 0 in registers): the same counts, the same bits.
+    ahead (index_ahead=1): the same loads and sums in another order of issue, the same bits. weights_proj in one k
+    part (ks_w=1) where wk takes two (ks_i resolves to 2 at the tiny hidden of 256), in the indexer and dense kinds:
+    the same f32 sums in the same order, the same bits. The select's digits 1 and 2 counted by one atomic a key
+    (index_sel_atomics), digit 1's into hist0's copies or into one (index_atomics=0: digit 0 in registers): the
+    same counts, the same bits.
     Three radix digits (index_digits=3: 12, 12 and 8 bits, sel2 passed) in 2 atomic copies: the same list, every
     other output unchanged, the same bits. sel2 listing each slice's keys at or above its prefix for sel3 and emit
     (index_compact): the same counts and list, the same bits. The pipelined score loop's page ids a chunk at once
@@ -115,8 +116,8 @@ def test_index_atomics_change_no_bit(kind, case):
     with emit in tiles, and over three digits' 4096-bin histograms read by groups: the same digits and counts, the
     same bits. sel2 keeping those lists only at or above its 16-bit prefix, in place (index_relist), for sel3 and emit
     in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
-    list, the same bits. In every case the launch's digit-0 histogram equals torch's count over its own scores (and one count
-    planted off by one fails)."""
+    list, the same bits. In every case the launch's digit-0 histogram equals torch's count over its own scores (and
+    one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

@@ -271,7 +271,8 @@ def index_attention(
             select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK, RL=max(IRELIST, 1))
+                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
+                                RL=max(IRELIST, 1))
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,

@@ -32,9 +32,9 @@ def constexprs(d: LayerDims) -> dict:
     sel2, sel3 and emit, in [256, ICOMPACT] chunks (tiles.index_compact, 0: none), IEK emit's keys a tile row
     (tiles.index_emit_k, 0: index_scan-key steps), IPACK the select's digits and emit's counts from fewer
     block-wide reductions (tiles.index_packed_counts), IPCH the score loop's page ids a chunk of that many steps at
-    once (tiles.index_page_chunk, 0: none), IRELIST sel2 keeping sel1's lists of at least that many keys at or above its
-    16-bit prefix for sel3 and emit (tiles.index_relist, 0: none), IQG heads an index-query task covers) and tiles (KS_I: wk's parts, KS_W:
-    weights_proj's; BN_IQ / KS_IQ: wq_b's)."""
+    once (tiles.index_page_chunk, 0: none), IRELIST sel2 keeping sel1's lists of at least that many keys at or above
+    its 16-bit prefix for sel3 and emit (tiles.index_relist, 0: none), IQG heads an index-query task covers) and
+    tiles (KS_I: wk's parts, KS_W: weights_proj's; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
             "ISCAN": t.index_scan, "ISHORT": t.index_short, "LS": max(d.KTOP, t.index_short),

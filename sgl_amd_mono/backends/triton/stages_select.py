@@ -150,7 +150,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     only); 2, the scan reads that list instead of the slice's scores (a key below that prefix is below every later
     one, so the same counts); 3 (tiles.index_relist), as 2 and the list kept only at or above the prefix found here
     (HI bits), in place and in order, its new count at ncand[t] (`relist_chunks`), so the stages after it scan
-    fewer keys; a list of fewer than RL keys (tiles.index_relist) only counted, left as it is. PACKED: `found_prefix`'s (tiles.index_packed_counts).
+    fewer keys; a list of fewer than RL keys (tiles.index_relist) only counted, left as it is. PACKED:
+    `found_prefix`'s (tiles.index_packed_counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE

@@ -479,8 +479,8 @@ class Tiles:
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
         if self.index_ahead not in (0, 1, 2):
-            raise ValueError(f"index_ahead {self.index_ahead} is not 0, 1 or 2 (the score loop's page ids: in the step, a "
-                             "key a step ahead, a page a step ahead)")
+            raise ValueError(f"index_ahead {self.index_ahead} is not 0, 1 or 2 (the score loop's page ids: in the "
+                             "step, a key a step ahead, a page a step ahead)")
         if self.index_page_chunk < 0 or self.index_page_chunk & (self.index_page_chunk - 1):
             raise ValueError(f"index_page_chunk {self.index_page_chunk} is neither 0 nor a power of two (steps a "
                              "chunk of the score loop's page ids)")
@@ -497,8 +497,8 @@ class Tiles:
                              f"{t.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
                              "by atomics as it lists")
         if self.index_relist < 0:
-            raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 relists; 0: "
-                             "none)")
+            raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
+                             "relists; 0: none)")
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")

@@ -164,8 +164,8 @@ def _score_probe_lookahead(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k
 
 
 @triton.jit
-def _score_probe_paged(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
-                       n_keys, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PIPE: tl.constexpr,
+def _score_probe_paged(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr,
+                       hist_ptr, n_keys, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, PIPE: tl.constexpr,
                        HIST: tl.constexpr):
     """The pipelined score loop (swapped dots) with a step's keys addressed by page: its IBLK / 64 page ids (one
     load of IBLK / 64 values, a step ahead), the keys as an [IBLK / 64, 64, ID] tile (each page's 8 KiB of keys one
@@ -290,7 +290,8 @@ def main():
                    help="also time `_score_probe_lookahead` at these LA,PIPE pairs (e.g. 0,3 2,4)")
     p.add_argument("--paged", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*", default=[],
                    help="also time `_score_probe_paged` at these PIPE,HIST pairs (e.g. 3,1 4,0)")
-    p.add_argument("--orders", nargs="+", default=["random"], choices=["random", "inorder", "local", "sorted", "band16"],
+    p.add_argument("--orders", nargs="+", default=["random"],
+                   choices=["random", "inorder", "local", "sorted", "band16"],
                    help="the page tables' placements (`page_orders`), each timed with every variant")
     p.add_argument("--variants", nargs="+", default=None,
                    help="HIST,SWAP,PIPE,ATOM tuples (e.g. 1,1,4,1); default VARIANTS")
