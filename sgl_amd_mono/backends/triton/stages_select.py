@@ -193,9 +193,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                                        r * SCOL + s0, HI, W, LK)
                 tl.store(ncand_ptr + t, n_listed)
             elif LIST == 3:  # a list of fewer than RL keys counted, not relisted (sel3 and emit scan it as it is)
+                relisting = s1 - s0 >= RL
                 n_listed = relist_chunks(x, x1, src, cand_pos_ptr + r * SCOL, s0, s1, prefix, hist_row_ptr, HI, W, LK,
-                                         s1 - s0 >= RL)
-                if s1 - s0 >= RL:
+                                         relisting)
+                if relisting:
                     tl.store(ncand_ptr + t, n_listed)
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
