@@ -114,8 +114,8 @@ def index_keys(ik_part_ptr, cos_sin_ptr, out_loc_ptr, k_norm_w_ptr, k_norm_b_ptr
     page = index_k_cache_ptr + (slot // PAGE) * stride_index_k_cache
     off = slot % PAGE
     dims = tl.arange(0, ID)
-    tl.store(page[:, None] + off[:, None] * KEY_BYTES + dims[None, :], kq.to(tl.uint8, bitcast=True), mask=write[:, None])
-    tl.store((page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32)), ks, mask=write)
+    tl.store(key_ptrs(page[:, None], off[:, None], dims[None, :]), kq.to(tl.uint8, bitcast=True), mask=write[:, None])
+    tl.store(scale_ptrs(page, off), ks, mask=write)
 
 
 @triton.jit
@@ -402,6 +402,20 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
 
 
 @triton.jit
+def key_ptrs(page, off, dims):
+    """The fp8 bytes dims of keys off (0 .. 63) of the index-K pages whose bytes start at page: a page holds its 64
+    keys of KEY_BYTES bytes, then their 64 f32 scales (`scale_ptrs`). Broadcast as the arguments are shaped."""
+    return page + off * KEY_BYTES + dims
+
+
+@triton.jit
+def scale_ptrs(page, off):
+    """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (after the page's 64
+    keys: `key_ptrs`)."""
+    return (page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32))
+
+
+@triton.jit
 def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims):
     """`key_block`'s keys and scales at positions t0 + [0, IBLK) below end, addressed by page: pages [IBLK / 64]
     the step's page ids, the keys loaded as an [IBLK / 64, 64, ID] tile (a page's 64 keys one contiguous run from
@@ -410,10 +424,9 @@ def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims):
     off = tl.arange(0, PAGE)
     tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
     pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
-    k = tl.load(pbase[:, None, None] + off[None, :, None] * KEY_BYTES + dims[None, None, :],
-                mask=(tt < end)[:, :, None], other=0)
-    ks = tl.load((pbase[:, None] + PAGE * KEY_BYTES + off[None, :] * 4).to(tl.pointer_type(tl.float32)), mask=tt < end,
-                 other=0.0)
+    k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]), mask=(tt < end)[:, :, None],
+                other=0)
+    ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]), mask=tt < end, other=0.0)
     return (tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True), tl.reshape(ks, (NP * PAGE,)))
 
 
@@ -423,7 +436,7 @@ def key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, end, dims):
     from their pages' ids `page` (0 past end: nothing read there)."""
     pbase = index_k_cache_ptr + page.to(tl.int64) * stride_index_k_cache
     valid = tt < end
-    k = tl.load(pbase[:, None] + (tt % PAGE)[:, None] * KEY_BYTES + dims[None, :], mask=valid[:, None],
+    k = tl.load(key_ptrs(pbase[:, None], (tt % PAGE)[:, None], dims[None, :]), mask=valid[:, None],
                 other=0).to(tl.float8e4nv, bitcast=True)
-    ks = tl.load((pbase + PAGE * KEY_BYTES + (tt % PAGE) * 4).to(tl.pointer_type(tl.float32)), mask=valid, other=0.0)
+    ks = tl.load(scale_ptrs(pbase, tt % PAGE), mask=valid, other=0.0)
     return k, ks

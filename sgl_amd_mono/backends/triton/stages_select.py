@@ -311,10 +311,11 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
     CH: tl.constexpr = EMIT_ROWS * K
     offs = chunk_offsets(K)
     kept = s0 * 0
+    p_end = tl.where(relisting, s1, 0)  # the positions read: none past the first chunk's when not relisting
     for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
         x_next = load_step(keys_ptr, tt + CH, s1, True)
-        p_next = load_step(pos_ptr, tt + CH, tl.where(relisting, s1, 0), True)
+        p_next = load_step(pos_ptr, tt + CH, p_end, True)
         kept += list_chunk(key_of(x, True), p, tt < s1, prefix, hist_row_ptr, pos_ptr, keys_ptr, s0 + kept, HI, W,
                            relisting)
         x = x_next
