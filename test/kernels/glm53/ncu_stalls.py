@@ -56,7 +56,7 @@ def samples(path: str) -> tuple[list[dict], list[str]]:
     """The source page's rows (offset from the kernel's first instruction, all samples, each stall reason's
     samples) and the stall reasons' names."""
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        rows = [r for r in csv.reader(f)]
+        rows = list(csv.reader(f))
     head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
     hdr, data = rows[head], [r for r in rows[head + 1:] if r and r[0].startswith("0x")]
     reasons = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
