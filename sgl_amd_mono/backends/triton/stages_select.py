@@ -109,13 +109,13 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def load_step(src_ptr, tt, end, FROM_LIST: tl.constexpr, kin=0, gap=0, IBAL: tl.constexpr = False):
+def load_step(src_ptr, tt, end, FROM_LIST: tl.constexpr, kin=0, goff=0, IBAL: tl.constexpr = False):
     """A scan step's raw keys at tt below end, from L2: the row's f32 scores, or (FROM_LIST) the slice's listed
     order keys (cand_key, int32 bits; with IBAL a share's at its list indices tt, through the row's slices:
-    `stages_share.share_at`, kin / gap from `list_share`). Converted where used (`key_of`), so the load of the step
+    `stages_share.share_at`, kin / goff from `list_share`). Converted where used (`key_of`), so the load of the step
     ahead waits on nothing."""
     if FROM_LIST:
-        at = share_at(tt, kin, gap) if IBAL else tt
+        at = share_at(tt, kin, goff) if IBAL else tt
         return tl.load(src_ptr + at, mask=tt < end, other=0, cache_modifier=".cg")
     else:
         return load_scores(src_ptr, tt, end)
@@ -169,12 +169,12 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         if IBAL:
-            r, j, s0, s1, c0, kin, gap = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
+            r, j, s0, s1, c0, kin, goff = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
         else:
             r = t // NSL
             j = t % NSL
             kin = 0
-            gap = 0
+            goff = 0
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
@@ -190,7 +190,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 x = load_step(src, s0 + chunk_offsets(LK), s1, True)
                 x1 = load_step(cand_pos_ptr + r * SCOL, s0 + chunk_offsets(LK), s1, True)
             else:
-                x = load_step(src, s0 + blk, s1, LIST == 2, kin, gap, IBAL)
+                x = load_step(src, s0 + blk, s1, LIST == 2, kin, goff, IBAL)
             if (LIST >= 2) and not IBAL:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
@@ -212,7 +212,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
-                    x_next = load_step(src, tt + ISCAN, s1, LIST == 2, kin, gap, IBAL)
+                    x_next = load_step(src, tt + ISCAN, s1, LIST == 2, kin, goff, IBAL)
                     u = key_of(x, LIST == 2)
                     high = (u >> (32 - HI)).to(tl.int64)
                     hit = (tt < s1) & (high == prefix)
@@ -428,14 +428,14 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         if IBAL:
-            r, s, s0, s1, c0, kin, gap = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
+            r, s, s0, s1, c0, kin, goff = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
             rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         else:
             r = t // NSL
             s = t % NSL
             c0 = 0
             kin = 0
-            gap = 0
+            goff = 0
             rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
             s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
@@ -447,7 +447,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             else:
                 n_above0, n_above, n_at0, n_at, need = emit_steps(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, IBAL, c0, kin, gap)
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, IBAL, c0, kin, goff)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
@@ -470,12 +470,12 @@ def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, K
 
 
 @triton.jit
-def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr, kin=0, gap=0,
+def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr, kin=0, goff=0,
               IBAL: tl.constexpr = False):
     """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
     (cand_pos, from L2; with IBAL a share's: `list_step`)."""
     if LIST:
-        return load_step(cand_pos_ptr + r * SCOL, tt, end, True, kin, gap, IBAL)
+        return load_step(cand_pos_ptr + r * SCOL, tt, end, True, kin, goff, IBAL)
     else:
         return tt
 
@@ -488,7 +488,7 @@ def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
 
 @triton.jit
 def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
-               PMAX: tl.constexpr, LIST: tl.constexpr, kin=0, gap=0, IBAL: tl.constexpr = False):
+               PMAX: tl.constexpr, LIST: tl.constexpr, kin=0, goff=0, IBAL: tl.constexpr = False):
     """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
     or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
     LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
@@ -499,8 +499,8 @@ def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr
         src = cand_key_ptr + r * SCOL
     else:
         src = scores_ptr + r * SCOL
-    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST, kin, gap, IBAL)
-    x = load_step(src, s0 + offs, s1, LIST, kin, gap, IBAL)
+    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST, kin, goff, IBAL)
+    x = load_step(src, s0 + offs, s1, LIST, kin, goff, IBAL)
     if LIST and not IBAL:
         s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
     return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
@@ -538,16 +538,16 @@ def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, K
 def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False,
-               IBAL: tl.constexpr = False, c0=0, kin=0, gap=0):
+               IBAL: tl.constexpr = False, c0=0, kin=0, goff=0):
     """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
     counts before and after the slice (n_above0, n_above, n_at0, n_at) and need. IBAL: over its share."""
     SCOL: tl.constexpr = PMAX * PAGE
     blk = tl.arange(0, ISCAN)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
-                                  PMAX, LIST, kin, gap, IBAL)
+                                  PMAX, LIST, kin, goff, IBAL)
     # a listed step's positions load two steps ahead, so that its slots' page ids (a load on that load) go out a
     # step ahead with the keys and no step waits on two loads in a row
-    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST, kin, gap, IBAL)
+    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST, kin, goff, IBAL)
     need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED,
                                             IBAL, t, c0)
     n_above0 = n_above
@@ -555,9 +555,9 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead (positions two)
         tt = t0 + blk
         valid = tt < s1
-        x_next = load_step(src, tt + ISCAN, s1, LIST, kin, gap, IBAL)
+        x_next = load_step(src, tt + ISCAN, s1, LIST, kin, goff, IBAL)
         slot_next = slots_of(page_table_ptr, r, pos_next, tt + ISCAN < s1, PMAX)
-        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST, kin, gap, IBAL)
+        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST, kin, goff, IBAL)
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)

@@ -17,10 +17,11 @@ from sgl_amd_mono.backends.triton.stages_index import BINS, slice_of
 
 @triton.jit
 def list_share(ncand_ptr, lens, t, R: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr):
-    """Task t's share: (r, j, q0, q1, c0, kin, gap): its row, its place among the row's tasks (0: the row's first,
+    """Task t's share: (r, j, q0, q1, c0, kin, goff): its row, its place among the row's tasks (0: the row's first,
     which keeps the row's prefix), the share [q0, q1) of the row's concatenated lists, the row's first task, and
-    for `share_at` each slice's listed keys through it (inclusive cumulative, [NSL]) and the room its list leaves
-    in its slice (the slice's width less its keys, [NSL]). Every task reads the same counts, so all agree."""
+    for `share_at` each slice's listed keys through it (inclusive cumulative, [NSL]) and the room the lists before
+    it leave in their slices (each slice's width less its keys, summed over the slices before, [NSL]). Every task
+    reads the same counts, so all agree."""
     T: tl.constexpr = R * NSL
     rows = tl.arange(0, 16)
     sls = tl.arange(0, NSL)
@@ -36,14 +37,27 @@ def list_share(ncand_ptr, lens, t, R: tl.constexpr, NSL: tl.constexpr, IBLK: tl.
     n_keys = tl.sum(tl.where(rows == r, keys, 0), axis=0)
     nc_r = tl.sum(tl.where(rows[:, None] == r, nc, 0), axis=0)
     width = slice_of(tl.sum(tl.where(rows == r, lens, 0), axis=0), 1, NSL, IBLK)[0]
-    return r, j, j * n_keys // n, (j + 1) * n_keys // n, c0, tl.cumsum(nc_r, axis=0), width - nc_r
+    room = width - nc_r
+    return r, j, j * n_keys // n, (j + 1) * n_keys // n, c0, tl.cumsum(nc_r, axis=0), tl.cumsum(room, axis=0) - room
 
 
 @triton.jit
-def share_at(q, kin, gap):
-    """Where the row's concatenated list indices q [N] lie in its list columns: q plus the room left by every
-    slice whose list ends at or before q."""
-    return q + tl.sum(tl.where(kin[None, :] <= q[:, None], gap[None, :], 0), axis=1)
+def share_at(q, kin, goff):
+    """Where a scan step's concatenated list indices q (consecutive, [N]) lie in the row's list columns: q plus
+    the room before its slice (goff). The step's first and last index find the slices it spans (from kin); a
+    loop over those (usually one or two) moves each index from the first slice's place to its own, so the code
+    is a few scalar reductions over [NSL] whatever the step's width (a [N, NSL] comparison a step, inlined at
+    each read, made the 8-row build 37,112 instructions against 26,992: sm_90 AOT on a CPU)."""
+    N: tl.constexpr = q.shape[0]
+    sls = tl.arange(0, kin.shape[0])
+    lo = tl.min(q, axis=0)
+    first = tl.sum((kin <= lo).to(tl.int32), axis=0)  # the slice holding the step's first index
+    last = tl.minimum(tl.sum((kin <= lo + N - 1).to(tl.int32), axis=0), kin.shape[0] - 1)
+    at = q + tl.sum(tl.where(sls == first, goff, 0), axis=0)
+    for s in range(first + 1, last + 1):  # the later slices the step reaches: from their first index on
+        start = tl.sum(tl.where(sls == s - 1, kin, 0), axis=0)
+        at = tl.where(q >= start, q + tl.sum(tl.where(sls == s, goff, 0), axis=0), at)
+    return at
 
 
 @triton.jit
