@@ -60,10 +60,6 @@ CASES = {
     "w3_index_relist_emit_k2": (3, torch.bfloat16, "index_compact=1,index_relist=1,index_emit_k=2"),
     # two slices of the sliced row, sel1's lists 89 and 53 keys long: the first relisted, the second left
     "w3_index_relist_some": (3, torch.bfloat16, "index_compact=1,index_relist=60,index_slices=8"),
-    # sel1's lists shared over sel2's, sel3's and emit's tasks: the sliced row's two slice lists over 6 tasks (its
-    # shares across the slices' border); two sliced rows' four lists each over 16 tasks
-    "w3_index_balance": (3, torch.bfloat16, "index_compact=1,index_balance=1,index_slices=8"),
-    "w4fp8_index_balance": (4, FP8, "index_compact=1,index_balance=1,index_slices=16"),
 }
 
 

@@ -25,7 +25,6 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
-from sgl_amd_mono.backends.triton.stages_share import list_share, share_at, share_counts
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
@@ -109,14 +108,12 @@ def any_sliced_row(lens, LS: tl.constexpr):
 
 
 @triton.jit
-def load_step(src_ptr, tt, end, FROM_LIST: tl.constexpr, kin=0, goff=0, IBAL: tl.constexpr = False):
+def load_step(src_ptr, tt, end, FROM_LIST: tl.constexpr):
     """A scan step's raw keys at tt below end, from L2: the row's f32 scores, or (FROM_LIST) the slice's listed
-    order keys (cand_key, int32 bits; with IBAL a share's at its list indices tt, through the row's slices:
-    `stages_share.share_at`, kin / goff from `list_share`). Converted where used (`key_of`), so the load of the step
-    ahead waits on nothing."""
+    order keys (cand_key, int32 bits). Converted where used (`key_of`), so the load of the step ahead waits on
+    nothing."""
     if FROM_LIST:
-        at = share_at(tt, kin, goff) if IBAL else tt
-        return tl.load(src_ptr + at, mask=tt < end, other=0, cache_modifier=".cg")
+        return tl.load(src_ptr + tt, mask=tt < end, other=0, cache_modifier=".cg")
     else:
         return load_scores(src_ptr, tt, end)
 
@@ -137,7 +134,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
-                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1, IBAL: tl.constexpr = False):
+                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -154,8 +151,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     one, so the same counts); 3 (tiles.index_relist), as 2 and the list kept only at or above the prefix found here
     (HI bits), in place and in order, its new count at ncand[t] (`relist_chunks`), so the stages after it scan
     fewer keys; a list of fewer than RL keys (tiles.index_relist) only counted, left as it is. PACKED:
-    `found_prefix`'s (tiles.index_packed_counts). IBAL (LIST 2, tiles.index_balance): task t scans its share of
-    the row's lists (`stages_share.list_share`), not slice t's; the last digit's counts kept at t as well.
+    `found_prefix`'s (tiles.index_packed_counts).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -168,18 +164,11 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        if IBAL:
-            r, j, s0, s1, c0, kin, goff = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
-        else:
-            r = t // NSL
-            j = t % NSL
-            kin = 0
-            goff = 0
+        r = t // NSL
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if rlen > LS:
             count_task(task_count_ptr, S, COUNT_TASKS)
-            if not IBAL:
-                s0, s1 = slice_of(rlen, j, NSL, IBLK)
+            s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             src = cand_key_ptr + r * SCOL if LIST >= 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
@@ -190,13 +179,13 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 x = load_step(src, s0 + chunk_offsets(LK), s1, True)
                 x1 = load_step(cand_pos_ptr + r * SCOL, s0 + chunk_offsets(LK), s1, True)
             else:
-                x = load_step(src, s0 + blk, s1, LIST == 2, kin, goff, IBAL)
-            if (LIST >= 2) and not IBAL:
+                x = load_step(src, s0 + blk, s1, LIST == 2)
+            if LIST >= 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
                                         1 << WP, PACKED)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
-            keep_prefix(kept_ptr, need, prefix, r, j == 0)
+            keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
@@ -212,7 +201,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             else:
                 for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead
                     tt = t0 + blk
-                    x_next = load_step(src, tt + ISCAN, s1, LIST == 2, kin, goff, IBAL)
+                    x_next = load_step(src, tt + ISCAN, s1, LIST == 2)
                     u = key_of(x, LIST == 2)
                     high = (u >> (32 - HI)).to(tl.int64)
                     hit = (tt < s1) & (high == prefix)
@@ -409,8 +398,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False,
-         IBAL: tl.constexpr = False):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -420,24 +408,14 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts). IBAL (LIST, tiles.index_balance): task
-    t's share of the row's lists (`stages_share.list_share`), the keys before it from sel3's counts of the row's
-    earlier tasks."""
-    tl.static_assert(not (IBAL and EK > 0), "index_balance scans in steps (index_emit_k 0)")
+    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        if IBAL:
-            r, s, s0, s1, c0, kin, goff = list_share(ncand_ptr, lens, t, R, NSL, IBLK, LS)
-            rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        else:
-            r = t // NSL
-            s = t % NSL
-            c0 = 0
-            kin = 0
-            goff = 0
-            rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-            s0, s1 = slice_of(rlen, s, NSL, IBLK)
+        r = t // NSL
+        s = t % NSL
+        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+        s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
             if EK > 0:
@@ -447,7 +425,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             else:
                 n_above0, n_above, n_at0, n_at, need = emit_steps(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, IBAL, c0, kin, goff)
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
@@ -470,12 +448,11 @@ def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, K
 
 
 @triton.jit
-def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr, kin=0, goff=0,
-              IBAL: tl.constexpr = False):
+def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr):
     """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
-    (cand_pos, from L2; with IBAL a share's: `list_step`)."""
+    (cand_pos, from L2)."""
     if LIST:
-        return load_step(cand_pos_ptr + r * SCOL, tt, end, True, kin, goff, IBAL)
+        return tl.load(cand_pos_ptr + r * SCOL + tt, mask=tt < end, other=0, cache_modifier=".cg")
     else:
         return tt
 
@@ -488,39 +465,34 @@ def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
 
 @triton.jit
 def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
-               PMAX: tl.constexpr, LIST: tl.constexpr, kin=0, goff=0, IBAL: tl.constexpr = False):
+               PMAX: tl.constexpr, LIST: tl.constexpr):
     """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
     or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
     LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
-    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them. IBAL: a
-    share's (its end known)."""
+    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them."""
     SCOL: tl.constexpr = PMAX * PAGE
     if LIST:
         src = cand_key_ptr + r * SCOL
     else:
         src = scores_ptr + r * SCOL
-    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST, kin, goff, IBAL)
-    x = load_step(src, s0 + offs, s1, LIST, kin, goff, IBAL)
-    if LIST and not IBAL:
+    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST)
+    x = load_step(src, s0 + offs, s1, LIST)
+    if LIST:
         s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
     return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
 
 
 @triton.jit
 def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
-                 NSL: tl.constexpr, PACKED: tl.constexpr = False, IBAL: tl.constexpr = False, t=0, c0=0):
+                 NSL: tl.constexpr, PACKED: tl.constexpr = False):
     """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
     largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
     before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]). PACKED
     (tiles.index_packed_counts): `found_prefix`'s, and both sums from one reduction (at or above in the high word,
-    above in the low; each < 2^32): the same values. IBAL: task t's share, the counts of the row's tasks from c0
-    before it (`stages_share.share_counts`)."""
+    above in the low; each < 2^32): the same values."""
     sls = tl.arange(0, NSL)
     need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1, BINS, PACKED)
     d = (thr & 255).to(tl.int32)
-    if IBAL:
-        n_above, n_at = share_counts(cnt_ptr, d, t, c0, NSL)
-        return need, thr, n_above, n_at
     before = sls < s
     at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
     above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0, cache_modifier=".cg")
@@ -537,27 +509,25 @@ def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, K
 @triton.jit
 def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
-               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False,
-               IBAL: tl.constexpr = False, c0=0, kin=0, goff=0):
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
-    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need. IBAL: over its share."""
+    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
     SCOL: tl.constexpr = PMAX * PAGE
     blk = tl.arange(0, ISCAN)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
-                                  PMAX, LIST, kin, goff, IBAL)
+                                  PMAX, LIST)
     # a listed step's positions load two steps ahead, so that its slots' page ids (a load on that load) go out a
     # step ahead with the keys and no step waits on two loads in a row
-    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST, kin, goff, IBAL)
-    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED,
-                                            IBAL, t, c0)
+    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
     for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead (positions two)
         tt = t0 + blk
         valid = tt < s1
-        x_next = load_step(src, tt + ISCAN, s1, LIST, kin, goff, IBAL)
+        x_next = load_step(src, tt + ISCAN, s1, LIST)
         slot_next = slots_of(page_table_ptr, r, pos_next, tt + ISCAN < s1, PMAX)
-        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST, kin, goff, IBAL)
+        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST)
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)

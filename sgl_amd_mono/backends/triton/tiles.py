@@ -334,11 +334,11 @@ class Tiles:
     # 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
     # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
     index_relist: int = 0
-    # index_balance: with sel1's lists (index_compact), sel2, sel3 and emit take the sliced rows' lists in shares
-    # balanced over their R x NSL tasks, in proportion to each row's keys listed (`stages_share.list_share`), not a
-    # slice a task: at 128K 8 rows the rows' lists hold 7K-33K keys and emit's programs take 3.8-7.7 us by row
-    # (results/indexer28_h100_trace_own_128k.log). The same histograms, counts and list.
-    index_balance: bool = False
+    # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
+    # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
+    # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
+    # -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 instructions
+    # against 26,992 (0b82f8a's loop over the slices a step spans: 28,984; not timed).
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -507,11 +507,6 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        if self.index_balance and not (t.index_compact > 0 or self.index_compact < 0):
-            raise ValueError("index_balance needs sel1's lists (index_compact > 0, or -1 by width): it shares them")
-        if self.index_balance and (self.index_relist or self.index_emit_k):
-            raise ValueError(f"index_balance shares sel1's lists as they are, scanned in steps: not with index_relist "
-                             f"(is {self.index_relist}) or index_emit_k (is {self.index_emit_k})")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "
