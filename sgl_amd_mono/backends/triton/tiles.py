@@ -337,8 +337,8 @@ class Tiles:
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
-    # -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 instructions
-    # against 26,992 (0b82f8a's loop over the slices a step spans: 28,984; not timed).
+    # -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 sm_90
+    # instructions against 26,992, AOT on a CPU (0b82f8a's loop over the slices a step spans: 28,984; not timed).
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
