@@ -120,6 +120,14 @@ def stages(lines: dict[int, tuple[str, int]], funcs, exit_line: int) -> list[tup
     return out
 
 
+def stall_counts(rows, reasons) -> collections.Counter:
+    """Each stall reason's samples over these rows of `samples`."""
+    c = collections.Counter()
+    for r in rows:
+        c.update({k: r[k] for k in reasons})
+    return c
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", required=True, help="ncu's source page (sass), .csv or .csv.gz")
@@ -132,21 +140,16 @@ def main(argv=None):
     funcs = functions(a.root)
     total = sum(r["all"] for r in rows)
     us = a.launch_us / total  # µs of all warps per sample
-    tot = collections.Counter()
-    for r in rows:
-        tot.update({k: r[k] for k in reasons})
+    tot = stall_counts(rows, reasons)
     n_stall = sum(tot.values())
     print(f"{len(lines)} instructions ({len(lines) * 16 / 1024:.0f} KB), {total} warp samples over {a.launch_us} us")
     print("stall reasons, all code: " + ", ".join(f"{k} {100 * v / n_stall:.1f}%" for k, v in tot.most_common(8)))
     print("\n| code | from | instructions | samples | us of all warps | no_inst us | no_inst share | top stall |")
     print("|---|---|---|---|---|---|---|---|")
-    by_at = {r["at"]: r for r in rows}
     for lo, hi, label in stages(lines, funcs, wait_exit_line()):
-        seg = [by_at[x] for x in by_at if lo <= x < hi]
+        seg = [r for r in rows if lo <= r["at"] < hi]
         s = sum(r["all"] for r in seg)
-        c = collections.Counter()
-        for r in seg:
-            c.update({k: r[k] for k in reasons})
+        c = stall_counts(seg, reasons)
         ni = c["no_inst"]
         top = c.most_common(1)[0][0] if s else "-"
         share = f"{100 * ni / max(sum(c.values()), 1):.0f}%"
