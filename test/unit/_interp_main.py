@@ -51,6 +51,7 @@ CASES = {
     "w3_index_compact": (3, torch.bfloat16, "index_compact=1"),
     "w3_index_page_chunk1": (3, torch.bfloat16, "index_page_chunk=1"),
     "w3_index_page_chunk4": (3, torch.bfloat16, "index_page_chunk=4"),
+    "w3_index_page_chunk_pages": (3, torch.bfloat16, "index_page_chunk=2,index_block=128"),
     "w3_index_emit_k1": (3, torch.bfloat16, "index_emit_k=1"),
     "w3_index_emit_k2_compact": (3, torch.bfloat16, "index_emit_k=2,index_compact=1"),
     "w3_index_unpacked": (3, torch.bfloat16, "index_packed_counts=0"),

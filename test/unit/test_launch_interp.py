@@ -89,7 +89,8 @@ def test_index_score_options_change_no_bit():
     "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_behind",
     "w3_index_ahead_pipe4", "w3_index_ahead_pages", "w3_index_ahead_keys",
     "w3_ks_w1", "w3_index_sel_atomics", "w3_index_sel_atomics_one", "w3_index_digits3",
-    "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_emit_k1",
+    "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_page_chunk_pages",
+    "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
@@ -108,8 +109,8 @@ def test_index_atomics_change_no_bit(kind, case):
     Three radix digits (index_digits=3: 12, 12 and 8 bits, sel2 passed) in 2 atomic copies: the same list, every
     other output unchanged, the same bits. sel2 listing each slice's keys at or above its prefix for sel3 and emit
     (index_compact): the same counts and list, the same bits. The pipelined score loop's page ids a chunk at once
-    (index_page_chunk 1: a chunk a step, so a slice of several chunks; 4: one chunk past the slice's end): the same
-    keys, the same bits. emit in [256, k] tiles (index_emit_k 1: a slice of several 256-key chunks; 2 over sel2's
+    (index_page_chunk 1: a chunk a step, so a slice of several chunks; 4: one chunk past the slice's end; 2 with two
+    pages a step, each step's two page ids picked from the chunk's): the same keys, the same bits. emit in [256, k] tiles (index_emit_k 1: a slice of several 256-key chunks; 2 over sel2's
     lists: one chunk past the list's end): the same entries, the same bits. Each digit found with more block-wide
     reductions (index_packed_counts=0: the histogram's 16 copies summed across threads, the digit by a max and the
     keys above it by a sum, emit's earlier counts in two; the default packs them), over the slices, over sel1's lists

@@ -291,8 +291,9 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     (results/indexer8_score_loop_ttgir_cpu.txt); 1: a page id a key, 2: a step's IBLK / 64 page ids, its keys
     addressed by page (`page_block`).
     PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
-    chunk's while this one is scored) and each step's picked from them in registers (tl.gather), so that no key
-    address waits on a load inside the pipelined loop: the loop alone at 8192 keys a program with its page ids a
+    chunk's while this one is scored) and each step's picked from them in registers (tl.gather: a page id a key, or
+    with AHEAD 2 the step's IBLK / 64 page ids for `page_block`), so that no key address waits on a load inside the
+    pipelined loop: the loop alone at 8192 keys a program with its page ids a
     step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
@@ -305,8 +306,12 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             pc_next = tl.load(pt + (c0 + CK) // PAGE + pj, mask=c0 + CK + pj * PAGE < s1, other=0)
             for t0 in tl.range(c0, tl.minimum(c0 + CK, s1), IBLK, num_stages=PIPE):
                 tt = t0 + blk
-                k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0), tt,
-                                  s1, dims)
+                if AHEAD == 2:  # the step's IBLK / 64 page ids picked from the chunk's, its keys addressed by page
+                    k, ks = page_block(index_k_cache_ptr, stride_index_k_cache,
+                                       tl.gather(pc, (t0 - c0) // PAGE + tl.arange(0, IBLK // PAGE), 0), t0, s1, dims)
+                else:
+                    k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0),
+                                      tt, s1, dims)
                 h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
     elif AHEAD == 2:
