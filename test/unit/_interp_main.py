@@ -45,7 +45,6 @@ CASES = {
     "w3_index_ahead_pipe4": (3, torch.bfloat16, "index_pipe=4"),
     "w3_index_ahead_pages": (3, torch.bfloat16, "index_ahead=2,index_block=128"),
     "w3_index_ahead_keys": (3, torch.bfloat16, "index_ahead=1"),
-    "w3_index_ahead_rows": (3, torch.bfloat16, "index_ahead=3,index_block=128"),
     "w3_index_sel_atomics": (3, torch.bfloat16, "index_sel_atomics=1"),
     "w3_index_sel_atomics_one": (3, torch.bfloat16, "index_sel_atomics=1,index_atomics=0"),
     "w3_index_digits3": (3, torch.bfloat16, "index_digits=3,index_atomics=2"),

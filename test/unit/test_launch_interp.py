@@ -87,7 +87,7 @@ def test_index_score_options_change_no_bit():
 
 @pytest.mark.parametrize("kind, case", [("indexer", c) for c in (
     "w3_index_atomics", "w3_index_atomics_pipe", "w3_index_copies", "w3_index_copies_pipe", "w3_index_behind",
-    "w3_index_ahead_pipe4", "w3_index_ahead_pages", "w3_index_ahead_keys", "w3_index_ahead_rows",
+    "w3_index_ahead_pipe4", "w3_index_ahead_pages", "w3_index_ahead_keys",
     "w3_ks_w1", "w3_index_sel_atomics", "w3_index_sel_atomics_one", "w3_index_digits3",
     "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_page_chunk_pages",
     "w3_index_emit_k1",
@@ -101,8 +101,7 @@ def test_index_atomics_change_no_bit(kind, case):
     so the same bits as the default build, and every list the rule's. The pipelined loop with its page ids loaded
     in their own step (index_ahead=0; the default loads a step's ids a page each a step ahead, its keys addressed by
     page), ahead over 4 stages, with two pages a step (index_ahead=2, index_block=128), and a key's id each a step
-    ahead (index_ahead=1), or as two pages a step with the keys loaded as fp8 rows (index_ahead=3): the same loads
-    and sums in another order of issue, the same bits. weights_proj in one k
+    ahead (index_ahead=1): the same loads and sums in another order of issue, the same bits. weights_proj in one k
     part (ks_w=1) where wk takes two (ks_i resolves to 2 at the tiny hidden of 256), in the indexer and dense kinds:
     the same f32 sums in the same order, the same bits. The select's digits 1 and 2 counted by one atomic a key
     (index_sel_atomics), digit 1's into hist0's copies or into one (index_atomics=0: digit 0 in registers): the

@@ -289,7 +289,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     AHEAD (tiles.index_ahead): the next step's page ids loaded a step ahead and carried, so no key address waits on
     a load of its own step, and Triton gives the keys PIPE - 1 buffers, PIPE - 2 steps in flight
     (results/indexer8_score_loop_ttgir_cpu.txt); 1: a page id a key, 2: a step's IBLK / 64 page ids, its keys
-    addressed by page (`page_block`); 3: as 2, the keys loaded as [IBLK, ID] fp8 rows (`page_block`'s ROWS).
+    addressed by page (`page_block`).
     PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
     chunk's while this one is scored) and each step's picked from them in registers (tl.gather: a page id a key, or
     with AHEAD 2 the step's IBLK / 64 page ids for `page_block`), so that no key address waits on a load inside the
@@ -306,20 +306,19 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             pc_next = tl.load(pt + (c0 + CK) // PAGE + pj, mask=c0 + CK + pj * PAGE < s1, other=0)
             for t0 in tl.range(c0, tl.minimum(c0 + CK, s1), IBLK, num_stages=PIPE):
                 tt = t0 + blk
-                if AHEAD >= 2:  # the step's IBLK / 64 page ids picked from the chunk's, its keys addressed by page
+                if AHEAD == 2:  # the step's IBLK / 64 page ids picked from the chunk's, its keys addressed by page
                     k, ks = page_block(index_k_cache_ptr, stride_index_k_cache,
-                                       tl.gather(pc, (t0 - c0) // PAGE + tl.arange(0, IBLK // PAGE), 0), t0, s1, dims,
-                                       AHEAD == 3)
+                                       tl.gather(pc, (t0 - c0) // PAGE + tl.arange(0, IBLK // PAGE), 0), t0, s1, dims)
                 else:
                     k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0),
                                       tt, s1, dims)
                 h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
             pc = pc_next
-    elif AHEAD >= 2:
+    elif AHEAD == 2:
         pg = tl.arange(0, IBLK // PAGE)
         pages = tl.load(pt + s0 // PAGE + pg, mask=s0 + pg * PAGE < s1, other=0)  # the first step's
         for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
-            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims, AHEAD == 3)
+            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
             h0 = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM,
                            W0)
@@ -422,26 +421,18 @@ def scale_ptrs(page, off):
 
 
 @triton.jit
-def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims, ROWS: tl.constexpr = False):
+def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims):
     """`key_block`'s keys and scales at positions t0 + [0, IBLK) below end, addressed by page: pages [IBLK / 64]
     the step's page ids, the keys loaded as an [IBLK / 64, 64, ID] tile (a page's 64 keys one contiguous run from
-    its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]. ROWS
-    (tiles.index_ahead 3): the keys loaded as [IBLK, ID] rows through an fp8 pointer instead (a row a key, from its
-    page's base), so that no reshape or bitcast stands between the load and the swapped dot: Triton (3.8, sm_90 AOT)
-    then gives the dot its keys from shared memory (three buffers) instead of loading them into registers first."""
+    its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]."""
     NP: tl.constexpr = pages.shape[0]
     off = tl.arange(0, PAGE)
     tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
     pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
-    if ROWS:
-        kp = tl.reshape(key_ptrs(pbase[:, None], off[None, :], 0), (NP * PAGE,)).to(tl.pointer_type(tl.float8e4nv))
-        k = tl.load(kp[:, None] + dims[None, :], mask=tl.reshape(tt < end, (NP * PAGE,))[:, None], other=0.0)
-    else:
-        k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]),
-                    mask=(tt < end)[:, :, None], other=0)
-        k = tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True)
+    k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]), mask=(tt < end)[:, :, None],
+                other=0)
     ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]), mask=tt < end, other=0.0)
-    return k, tl.reshape(ks, (NP * PAGE,))
+    return (tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True), tl.reshape(ks, (NP * PAGE,)))
 
 
 @triton.jit

@@ -483,9 +483,9 @@ class Tiles:
             raise ValueError(f"index_pipe {self.index_pipe} is neither 0 nor a pipeline depth of 2 to 8")
         if self.index_short and (self.index_short < 64 or self.index_short & (self.index_short - 1)):
             raise ValueError(f"index_short {self.index_short} is neither 0 nor a power of two >= 64")
-        if self.index_ahead not in (0, 1, 2, 3):
-            raise ValueError(f"index_ahead {self.index_ahead} is not 0, 1, 2 or 3 (the score loop's page ids: in the "
-                             "step, a key a step ahead, a page a step ahead, as 2 with the keys loaded as fp8 rows)")
+        if self.index_ahead not in (0, 1, 2):
+            raise ValueError(f"index_ahead {self.index_ahead} is not 0, 1 or 2 (the score loop's page ids: in the "
+                             "step, a key a step ahead, a page a step ahead)")
         if self.index_page_chunk < 0 or self.index_page_chunk & (self.index_page_chunk - 1):
             raise ValueError(f"index_page_chunk {self.index_page_chunk} is neither 0 nor a power of two (steps a "
                              "chunk of the score loop's page ids)")
