@@ -50,3 +50,13 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # (within a process's spread); its scans 128 a step too 131.2 / 144.6; index_pipe 0 132.5 / 146.0; index_slices 64
 # 129.7 / 145.6; and (results/indexer17_h200_time_specs_scan_width.log, second process) 131.7 / 145.1 against
 # index_atomics 4 131.7 / 150.1, wq_b in 64 KB tasks (ks_iq 4) 138.3 / 148.3, bn_iq 64 135.8 / 149.3.
+# Timed again at 8 rows on an H100, each beside these defaults in one process, the defaults timed first and last, TP8,
+# a decode row a request (results/indexer30_h100_specs_ahead3_chunk_relist.log, then indexer30_h100_specs_w8_scan
+# _compact.log on the same machine), 8K / 128K: defaults 220.0 / 285.1 and 221.3 / 285.0 us; index_page_chunk 32
+# (with index_ahead 2 a step's page ids picked from the chunk's, its keys addressed by page: commit 4a7eea7) 220.3 /
+# 284.4; index_relist 1 222.5 / 284.1; defaults 220.6 / 285.1 and 221.5 / 285.1; index_scan 1024 223.3 / 285.5;
+# index_compact 8 221.2 / 287.8; index_relist 1 with index_scan 1024 225.0 / 285.8. None taken: at most 1 us at 128K.
+# Built, checked and timed, not taken, reverted (commit b8da990: Tiles.index_ahead 3): page_block's keys loaded as
+# [IBLK, ID] rows through an fp8 pointer, so that the swapped dot reads them from shared memory in three buffers
+# (Triton 3.8, sm_90 AOT on a CPU). The same run, 8 rows: 224.8 / 371.4 us; 1 row 8K / 128K 133.0 / 143.2 and 132.0 /
+# 141.8 (defaults) -> 133.2 / 154.1; its check_layer (TP8 rows 1 / 8, 8K / 128K) 0 failures.
