@@ -110,8 +110,9 @@ def test_index_atomics_change_no_bit(kind, case):
     other output unchanged, the same bits. sel2 listing each slice's keys at or above its prefix for sel3 and emit
     (index_compact): the same counts and list, the same bits. The pipelined score loop's page ids a chunk at once
     (index_page_chunk 1: a chunk a step, so a slice of several chunks; 4: one chunk past the slice's end; 2 with two
-    pages a step, each step's two page ids picked from the chunk's): the same keys, the same bits. emit in [256, k] tiles (index_emit_k 1: a slice of several 256-key chunks; 2 over sel2's
-    lists: one chunk past the list's end): the same entries, the same bits. Each digit found with more block-wide
+    pages a step, each step's two page ids picked from the chunk's): the same keys, the same bits. emit in [256, k]
+    tiles (index_emit_k 1: a slice of several 256-key chunks; 2 over sel2's lists: one chunk past the list's end):
+    the same entries, the same bits. Each digit found with more block-wide
     reductions (index_packed_counts=0: the histogram's 16 copies summed across threads, the digit by a max and the
     keys above it by a sum, emit's earlier counts in two; the default packs them), over the slices, over sel1's lists
     with emit in tiles, and over three digits' 4096-bin histograms read by groups: the same digits and counts, the

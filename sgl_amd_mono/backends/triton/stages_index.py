@@ -293,8 +293,8 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     PCH > 0 (tiles.index_page_chunk): the slice in chunks of PCH steps, a chunk's page ids loaded at once (the next
     chunk's while this one is scored) and each step's picked from them in registers (tl.gather: a page id a key, or
     with AHEAD 2 the step's IBLK / 64 page ids for `page_block`), so that no key address waits on a load inside the
-    pipelined loop: the loop alone at 8192 keys a program with its page ids a
-    step ahead streams 3.0 TB/s, with none loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
+    pipelined loop: the loop alone at 8192 keys a program with its page ids a step ahead streams 3.0 TB/s, with none
+    loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
