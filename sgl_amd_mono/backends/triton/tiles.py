@@ -225,8 +225,7 @@ class Tiles:
     # Trees alternated, 32 against 0 (results/indexer15_h200_ab_page_chunk.log, means of two runs, rows 1 / 2 / 4 /
     # 8): 8K 131.5 / 145.1 / 164.9 / 197.7 -> 132.2 / 145.6 / 164.6 / 197.7 us, 128K 143.2 / 161.6 / 198.3 / 265.3 ->
     # 142.7 / 161.1 / 197.3 / 264.5; its check_layer passes (results/indexer15_h200_check_layer_page_chunk.log).
-    # Mixed (0.7 us lost at 8K 1 row, where the target is missed; under 1 us gained at 128K): not taken. With
-    # index_ahead 2 a step's page ids are picked from the chunk's, its keys addressed by page (timed: tiles_index.py).
+    # Mixed (0.7 us lost at 8K 1 row, where the target was missed; under 1 us at 128K): not taken (again: tiles_index.py).
     index_page_chunk: int = 0
     # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
     # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
