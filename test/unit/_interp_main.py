@@ -26,8 +26,9 @@ from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
 from sgl_amd_mono.glm53.indexer import order_keys  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
-# case -> (width, kv dtype, tile spec); 'target=gfx950' first takes that target's tiles. The tiny geometry's
-# 64 top-k slots fit gfx950's 8 attention splits only with blocks of 8 (32 would fall back to one split).
+# case -> (width, kv dtype, tile spec[, context: 300 if not given]); 'target=gfx950' first takes that target's
+# tiles. The tiny geometry's 64 top-k slots fit gfx950's 8 attention splits only with blocks of 8 (32 would fall back
+# to one split).
 CASES = {
     "w1": (1, torch.bfloat16, ""),
     "w2": (2, torch.bfloat16, ""),
@@ -61,6 +62,14 @@ CASES = {
     "w3_index_relist_emit_k2": (3, torch.bfloat16, "index_compact=1,index_relist=1,index_emit_k=2"),
     # two slices of the sliced row, sel1's lists 89 and 53 keys long: the first relisted, the second left
     "w3_index_relist_some": (3, torch.bfloat16, "index_compact=1,index_relist=60,index_slices=8"),
+    # sel1's lists and counts at or above each decode row's floor: one slice a row (a task's floor the smallest of its
+    # 64 lanes' largest keys), and two (the 32nd largest's level); at 300 keys no floor is above the 8-bit prefix
+    "w3_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1"),
+    "w3_index_floor_slices": (3, torch.bfloat16, "index_compact=1,index_floor=1,index_slices=8"),
+    # 2000-key contexts (a 4th field: the context), two slices a row: w3long's lists at the 8-bit prefix (its bits
+    # pinned), then with the floors, which leave keys out of them
+    "w3long": (3, torch.bfloat16, "index_compact=1,index_slices=8", 2000),
+    "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_slices=8,index_floor=1", 2000),
 }
 
 
@@ -121,6 +130,34 @@ def lists_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> 
                     or not torch.equal(got_key, keys[a:b][keep]):
                 return False, relisted, kept
     return True, relisted, kept
+
+
+def floors_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> tuple[bool, int]:
+    """With index_floor: each sliced row's floor (the smallest of its score tasks', floor[r]) has at least KTOP of
+    the row's keys at or above it, and sel1's slice lists are exactly the keys at or above both the 8-bit prefix
+    (kept1) and the floor, in position order, with their order keys. Returns (match, the keys the floors left out
+    of the lists). plant: one row's floor one above its threshold first (the check's own control)."""
+    c, d, s = kinds.get(kind).constexprs(plan.dims), plan.dims, plan.scratch
+    floors = s["floor"].view(d.R, d.NSL).amin(1)
+    cut = 0
+    for row, n in enumerate(lengths.tolist()):
+        if n <= c["LS"]:
+            continue
+        keys, p8 = order_keys(s["scores"][row, :n]), int(s["kept1"][row, 1])
+        lo = int(floors[row]) if not plant else int(torch.topk(keys, d.KTOP).values[-1]) + 1
+        if int((keys >= lo).sum()) < d.KTOP:
+            return False, cut
+        width = -(-(-(-n // d.NSL)) // d.IBLK) * d.IBLK  # stages_index.slice_of
+        for sl in range(d.NSL):
+            a, b = min(sl * width, n), min(sl * width + width, n)
+            keep = ((keys[a:b] >> 24) >= p8) & (keys[a:b] >= lo)
+            cut += int(((keys[a:b] >> 24) >= p8).sum()) - int(keep.sum())
+            m = int(s["ncand"].view(d.R, d.NSL)[row, sl])
+            got_pos, got_key = s["cand_pos"][row, a:a + m].long(), s["cand_key"][row, a:a + m].long() & 0xFFFFFFFF
+            if m != int(keep.sum()) or not torch.equal(got_pos, torch.arange(a, b)[keep]) \
+                    or not torch.equal(got_key, keys[a:b][keep]):
+                return False, cut
+    return True, cut
 
 
 def combined_control(kc, geo, weights):
@@ -276,11 +313,12 @@ def main(kind: str, case: str) -> None:
     if case in ("deadline", "fault", "ties", "wrap", "invariant", "nan", "guarded", "alternate", "bad_token"):
         return special(kind, case)
     kc = registry.get(kind)
-    width, kv, spec = CASES[case]
+    width, kv, spec, *more = CASES[case]
+    context = more[0] if more else 300
     geo = li.tiny_geometry()
-    weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=kv, seed=3, device="cpu")
+    weights, step = kc.inputs(geo, tp=1, width=width, context=context, kv_dtype=kv, seed=3, device="cpu")
     ref, caches_ref = kc.oracle(geo, weights, step)
-    opts = dataclasses.replace(kc.options(300), placement="sequential", count_tasks=True)
+    opts = dataclasses.replace(kc.options(context), placement="sequential", count_tasks=True)
     plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=kv, device="cpu", options=opts, tiles=tiles_of(spec))
     layer = plan.bind(kc.tensors(weights))
     caches = {n: c.clone() for n, c in kc.caches(step).items()}
@@ -295,6 +333,9 @@ def main(kind: str, case: str) -> None:
     if plan.tiles.index_relist and plan.tiles.index_compact > 0:
         res["lists_ok"], res["lists_relisted"], res["lists_left"] = lists_match(plan, kind, step.lengths)
         res["lists_planted_caught"] = not lists_match(plan, kind, step.lengths, plant=True)[0]
+    if plan.tiles.index_floor and plan.tiles.index_compact > 0:
+        res["floors_ok"], res["floors_cut"] = floors_match(plan, kind, step.lengths)
+        res["floors_planted_caught"] = not floors_match(plan, kind, step.lengths, plant=True)[0]
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
     try:

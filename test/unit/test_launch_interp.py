@@ -92,9 +92,10 @@ def test_index_score_options_change_no_bit():
     "w3_index_compact", "w3_index_page_chunk1", "w3_index_page_chunk4", "w3_index_page_chunk_pages",
     "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
-    "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some")] + [
+    "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
+    "w3_index_floor_slices", "w3long_index_floor")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_unpacked", "w3_index_relist")])
+                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -118,7 +119,9 @@ def test_index_atomics_change_no_bit(kind, case):
     with emit in tiles, and over three digits' 4096-bin histograms read by groups: the same digits and counts, the
     same bits. sel2 keeping those lists only at or above its 16-bit prefix, in place (index_relist), for sel3 and emit
     in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
-    list, the same bits. In every case the launch's digit-0 histogram equals torch's count over its own scores (and
+    list, the same bits. sel1 listing and counting only the keys at or above each decode row's floor from its score
+    tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and list,
+    the same bits, and fewer keys listed. In every case the launch's digit-0 histogram equals torch's count over its own scores (and
     one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
@@ -130,6 +133,10 @@ def test_index_atomics_change_no_bit(kind, case):
         assert (res.get("lists_ok"), res.get("lists_planted_caught")) == (True, True), res.get("lists_ok")
         # index_relist 60: one list relisted, one (shorter than 60) left as sel1 listed it
         assert (res["lists_relisted"] > 0, res["lists_left"] > 0) == (True, "some" in case), res
+    if "floor" in case:  # sel1's lists at or above each row's floor, which KTOP keys reach (a floor above fails)
+        assert (res.get("floors_ok"), res.get("floors_planted_caught")) == (True, True), res.get("floors_ok")
+        # at 300 keys a task's lanes hold 2-5 keys and no floor is above the 8-bit prefix; at 2000, 16-32
+        assert (res["floors_cut"] > 0) == case.startswith("w3long"), res["floors_cut"]
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
 

@@ -128,7 +128,7 @@ def index_attention(
         xs1_ptr, qkv_part_ptr, ql_ptr, qlq_ptr, qls_ptr, qb_part_ptr, qcat_ptr, pm_ptr, pl_ptr, pacc_ptr, vpart_ptr,
         vq_ptr, vs_ptr, o_part_ptr, xn1_ptr, ik_part_ptr, iw_part_ptr, iq_part_ptr, iq_ptr, head_w_ptr, scores_ptr,
         hist0_ptr, hist1_ptr, hist2_ptr, hist3_ptr, kept1_ptr, kept2_ptr, kept3_ptr, cnt_ptr, cand_pos_ptr,
-        cand_key_ptr, ncand_ptr, wuv_cnt_ptr,
+        cand_key_ptr, ncand_ptr, floor_ptr, wuv_cnt_ptr,
         oproj_cnt_ptr, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound, eps,
         softmax_scale, k_norm_eps, R: tl.constexpr, D: tl.constexpr, QL: tl.constexpr, KVL: tl.constexpr,
         ROPE: tl.constexpr, NOPE: tl.constexpr, VH: tl.constexpr, H: tl.constexpr, KTOP: tl.constexpr,
@@ -152,7 +152,7 @@ def index_attention(
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
-        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0):
+        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -161,7 +161,8 @@ def index_attention(
     IPCH: the score loop's page-id chunk (tiles.index_page_chunk); IEK: emit's keys a tile row (tiles.index_emit_k);
     IPACK: the select's digits and emit's counts from fewer block-wide reductions (tiles.index_packed_counts);
     IRELIST: sel2 keeps sel1's lists of at least IRELIST keys only at or above its 16-bit prefix (tiles.index_relist,
-    0: none). Returns ok."""
+    0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
+    (tiles.index_floor, with sel1's lists). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -249,8 +250,8 @@ def index_attention(
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
     index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
-                hist0_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS, ISWAP, IPIPE,
-                IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IPCH)
+                hist0_ptr, floor_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS,
+                ISWAP, IPIPE, IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IPCH, IFLOOR)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
@@ -259,7 +260,7 @@ def index_attention(
     select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                         SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                        1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK)
+                        1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK, floor_ptr=floor_ptr, FLOOR=IFLOOR)
     select.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX, ISHORT,
                       LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,

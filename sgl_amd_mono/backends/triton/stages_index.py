@@ -263,25 +263,41 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 
 
 @triton.jit
-def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST: tl.constexpr, LS: tl.constexpr,
-              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr):
+def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.constexpr, LS: tl.constexpr,
+              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False):
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
-    (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM). Returns
-    h0."""
+    (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM); FLOOR:
+    each lane's largest order key so far in mx [IBLK] (uint32, 0 where a lane has scored no key). Returns (h0, mx)."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
     tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
     if HIST:
         hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
             h0 += hj
-    return h0
+    if FLOOR:
+        mx = tl.maximum(mx, tl.where((tt < s1) & (tt < len0), order_key(sc), 0))
+    return h0, mx
+
+
+@triton.jit
+def lane_floor(mx, C: tl.constexpr):
+    """A score task's floor from its lanes' largest order keys mx [IBLK] (`row_block`; 0: a lane with no key): the
+    largest of 16 order keys evenly spaced from their smallest toward their largest that at least C lanes reach, so
+    at least C of the task's keys (a lane's largest is one of its keys) are at or above it; 0 if none (C > IBLK).
+    One [IBLK, 16] count."""
+    m = mx.to(tl.int64)
+    lo = tl.min(m, axis=0)
+    lv = tl.arange(0, 16)
+    cand = lo + (tl.max(m, axis=0) - lo) * lv // 16
+    n = tl.sum((m[:, None] >= cand[None, :]).to(tl.int32), axis=0)
+    return tl.max(tl.where(n >= C, cand, 0), axis=0)
 
 
 @triton.jit
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -294,10 +310,13 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     chunk's while this one is scored) and each step's picked from them in registers (tl.gather: a page id a key, or
     with AHEAD 2 the step's IBLK / 64 page ids for `page_block`), so that no key address waits on a load inside the
     pipelined loop: the loop alone at 8192 keys a program with its page ids a step ahead streams 3.0 TB/s, with none
-    loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log)."""
+    loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
+    FLOOR > 0 (tiles.index_floor): also the slice's floor, an order key that at least FLOOR of its keys reach
+    (`lane_floor`; 0: none). Returns (h, the floor)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
+    mx = tl.zeros((IBLK,), dtype=tl.uint32)  # each lane's largest order key (FLOOR)
     if PCH > 0:
         CK: tl.constexpr = PCH * IBLK  # keys a chunk
         pj = tl.arange(0, PCH * (IBLK // PAGE))  # a chunk's pages
@@ -312,7 +331,8 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                 else:
                     k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0),
                                       tt, s1, dims)
-                h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
+                h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
+                                   ATOM, W0, FLOOR > 0)
             pc = pc_next
     elif AHEAD == 2:
         pg = tl.arange(0, IBLK // PAGE)
@@ -320,8 +340,8 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
             k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
-            h0 = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM,
-                           W0)
+            h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
+                               ATOM, W0, FLOOR > 0)
     else:
         if AHEAD:
             page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
@@ -332,17 +352,22 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, page, tt, s1, dims)
             if AHEAD:
                 page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
-            h0 = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, HIST, LS, SWAP, hist_row_ptr, ATOM, W0)
-    return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0)
+            h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
+                               ATOM, W0, FLOOR > 0)
+    floor = (s0 * 0).to(tl.int64)
+    if FLOOR > 0:
+        floor = lane_floor(mx, FLOOR)
+    return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0), floor
 
 
 @triton.jit
 def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr, hist0_ptr,
-          epoch, pid, ok, task_count_ptr, S: tl.constexpr,
+          floor_ptr, epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0):
+          HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
+          FLOOR: tl.constexpr = False):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -355,8 +380,13 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     task; hist0 then holds HC copies of each row's histogram (the table's hist0_copies), task t counting into
     copy t % HC (fewer tasks contend for one address), summed where read (`stages_select.found_prefix`).
     AHEAD: the pipelined loop's page ids a step ahead, PCH: a chunk of PCH steps' at once (`score_pipelined`).
-    W0: digit 0's bits (8, or 12 with ATOM: the table's radix_digits)."""
+    W0: digit 0's bits (8, or 12 with ATOM: the table's radix_digits).
+    FLOOR (tiles.index_floor): each task also writes its floor at floor[t], an order key that at least
+    ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
+    least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
+    threshold (sel1 lists and counts none: `stages_select.select_digit`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
+    FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0
     parity = epoch & 1
     zero_other_parity(hist0_ptr, parity, pid, R, NPROG, HC, NB0)
@@ -379,16 +409,17 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
             len0 = tl.sum(tl.where(rows == r0, lens, 0), axis=0)
             is_hist = blen > LS  # a row of the request takes the sliced select
             h = tl.zeros((16, BINS), dtype=tl.int32)  # digit 0's histogram of each of the request's rows
+            floor = (blen * 0).to(tl.int64)
             if PIPE > 0:
                 if nrows == 1:  # a decode request: its row's loop pipelined by Triton, digit 0 counted or not
                     if is_hist:
-                        h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
-                                            scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH)
+                        h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
+                                                   scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
+                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC)
                     else:
-                        h = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
-                                            scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                            hist_ptr, ATOM, AHEAD, 8, PCH)
+                        h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
+                                                   scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
+                                                   hist_ptr, ATOM, AHEAD, 8, PCH)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
@@ -397,6 +428,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
                                   hist_ptr + (t % HC) * NB0, ATOM, HC, W0)
+            if FLOOR:
+                tl.store(floor_ptr + t, floor)
             if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)
                 if is_hist:
                     for j in range(0, nrows):

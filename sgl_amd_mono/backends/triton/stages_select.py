@@ -134,7 +134,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
-                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1):
+                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -151,7 +151,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     one, so the same counts); 3 (tiles.index_relist), as 2 and the list kept only at or above the prefix found here
     (HI bits), in place and in order, its new count at ncand[t] (`relist_chunks`), so the stages after it scan
     fewer keys; a list of fewer than RL keys (tiles.index_relist) only counted, left as it is. PACKED:
-    `found_prefix`'s (tiles.index_packed_counts).
+    `found_prefix`'s (tiles.index_packed_counts). FLOOR (tiles.index_floor, LIST 1 only): the list and the counts
+    only of the keys at or above the row's floor, the smallest of its NSL score tasks' (`stages_index.score`: at
+    least KTOP keys reach it, so it is at or below the row's threshold, and every key the stages after count or
+    list is at or above it): the same digits and list.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -172,9 +175,12 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             src = cand_key_ptr + r * SCOL if LIST >= 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
+            floor = (rlen * 0).to(tl.int64)
             if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
                 x = load_step(src, s0 + chunk_offsets(LK), list_tail(s0, s1, LK), False)
                 x1 = load_step(src, list_tail(s0, s1, LK) + chunk_offsets(1), s1, False)
+                if FLOOR:
+                    floor = tl.min(tl.load(floor_ptr + r * NSL + tl.arange(0, NSL), cache_modifier=".cg"), axis=0)
             elif LIST == 3:  # the list's first chunk, keys and positions, up to the slice's end (its length not yet in)
                 x = load_step(src, s0 + chunk_offsets(LK), s1, True)
                 x1 = load_step(cand_pos_ptr + r * SCOL, s0 + chunk_offsets(LK), s1, True)
@@ -190,7 +196,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                                       r * SCOL + s0, HI, W, LK)
+                                       r * SCOL + s0, HI, W, LK, floor)
                 tl.store(ncand_ptr + t, n_listed)
             elif LIST == 3:  # a list of fewer than RL keys counted, not relisted (sel3 and emit scan it as it is)
                 relisting = s1 - s0 >= RL
@@ -270,14 +276,14 @@ def list_tail(s0, s1, K: tl.constexpr):
 
 @triton.jit
 def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
-                W: tl.constexpr, K: tl.constexpr):
+                W: tl.constexpr, K: tl.constexpr, floor):
     """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src: each key whose top HI bits are the prefix
     counted by one atomic at its digit (W bits below them) into hist_row_ptr, and the keys at or above the prefix
     listed in position order from dst0 (their positions in the row at cand_pos, their order keys at cand_key), in
     [EMIT_ROWS, K] chunks (`chunk_offsets`: a key's place from a scan along its tile row plus one block-wide scan
     of the rows' totals a chunk), then the keys past the whole chunks (`list_tail`) in [EMIT_ROWS, 1] chunks, so no
     chunk is mostly past the slice's end. x: the first whole chunk's scores, x1: the first short one's (loaded).
-    Returns the keys listed."""
+    Only keys at or above floor (an order key; 0: every key) are counted or listed. Returns the keys listed."""
     CH: tl.constexpr = EMIT_ROWS * K
     offs = chunk_offsets(K)
     one = chunk_offsets(1)
@@ -286,14 +292,16 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
     for c0 in tl.range(s0, tail, CH, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + offs
         x_next = load_step(src, tt + CH, tail, False)
-        listed += list_chunk(order_key(x), tt, tt < s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                             dst0 + listed, HI, W)
+        u = order_key(x)
+        listed += list_chunk(u, tt, (tt < s1) & (u.to(tl.int64) >= floor), prefix, hist_row_ptr, cand_pos_ptr,
+                             cand_key_ptr, dst0 + listed, HI, W)
         x = x_next
     for c0 in tl.range(tail, s1, EMIT_ROWS, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + one
         x1_next = load_step(src, tt + EMIT_ROWS, s1, False)
-        listed += list_chunk(order_key(x1), tt, tt < s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                             dst0 + listed, HI, W)
+        u = order_key(x1)
+        listed += list_chunk(u, tt, (tt < s1) & (u.to(tl.int64) >= floor), prefix, hist_row_ptr, cand_pos_ptr,
+                             cand_key_ptr, dst0 + listed, HI, W)
         x1 = x1_next
     return listed
 

@@ -220,8 +220,7 @@ class Tiles:
     # (index_ahead) or in the step. The loop alone (results/indexer15_h200_probe_score_page_chunk.log, 8192 keys a
     # program, digit 0 not counted): 47.3 us -> 42.8 with 32 (3.0 -> 3.3 TB/s; with no page id loaded at all, the
     # pages in order, 39.7: results/indexer15_h200_probe_score_lookahead.log); counting digit 0 in 16 copies, 62.1 ->
-    # 61.7. In the launch the score stage gains about 1 us (traced at 128K 4 / 8 rows,
-    # results/indexer15_h200_trace_128k_*).
+    # 61.7. In the launch the score stage gains about 1 us (traced at 128K 4 / 8 rows, results/indexer15_h200_trace_128k_*).
     # Trees alternated, 32 against 0 (results/indexer15_h200_ab_page_chunk.log, means of two runs, rows 1 / 2 / 4 /
     # 8): 8K 131.5 / 145.1 / 164.9 / 197.7 -> 132.2 / 145.6 / 164.6 / 197.7 us, 128K 143.2 / 161.6 / 198.3 / 265.3 ->
     # 142.7 / 161.1 / 197.3 / 264.5; its check_layer passes (results/indexer15_h200_check_layer_page_chunk.log).
@@ -334,6 +333,7 @@ class Tiles:
     # 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
     # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
     index_relist: int = 0
+    index_floor: bool = False  # sel1 lists and counts only keys at or above a row's floor (tiles_index.py)
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7

@@ -121,6 +121,9 @@ INDEX_SCRATCH = (
     B("cand_key", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
       "with index_compact: those keys' order keys (the uint32 bits), beside cand_pos"),
     B("ncand", lambda d: (d.R, d.NSL), "i32", "with index_compact: the keys of each slice's list in cand_pos"),
+    B("floor", lambda d: (d.R, d.NSL), "i64",
+      "with index_floor: each score task's floor, an order key that at least ceil(KTOP / NSL) of its keys reach "
+      "(0: none); sel1 lists and counts only the keys at or above the smallest of a row's"),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
@@ -149,9 +152,9 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
-                                                       "rows_per_req"), ("scores", "hist0"), is_bound=True,
+                                                       "rows_per_req"), ("scores", "hist0", "floor"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
-        StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0"),
+        StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0", "floor"),
                  ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
@@ -229,6 +232,9 @@ _EXACT = {"indexer.o.rel": 0.0, "indexer.residual_out.rel": 0.0, "indexer.out.re
           "indexer.kv.max_abs": 0.0, "indexer.expert_weights.max_abs": 4e-7, "indexer.expert_ids.max_abs": 0.0,
           "indexer.index_k_cache.max_abs": 0.0, "indexer.topk.max_abs": 0.0, "indexer.topk.missed": 0.0}
 BOUNDS_INTERP: dict[str, dict[str, float]] = {c: _EXACT for c in ("w1", "w2", "w3", "w4fp8", "w2_options", "w2_gfx950")}
+# w3long (2000-key contexts, `test/unit/_interp_main.py`): the list exact; the outputs one bf16 rounding from the
+# oracle's in places (o.rel 4.6e-3 measured), held to their pinned bits instead (launch_digests.txt)
+BOUNDS_INTERP["w3long"] = {"indexer.topk.max_abs": 0.0, "indexer.topk.missed": 0.0}
 
 # The launch's scores against an f64 reference over its own index queries, head weights and written keys
 # (`test/kernels/glm53/check_topk.py`: the worst row's max_rel, rows past the top-k), with the list's rule and the

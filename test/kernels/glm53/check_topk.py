@@ -1,7 +1,7 @@
 """Check of the indexer launch's scores and its top-k over long contexts and hard caches (kind: `indexer`).
 
 torchrun --nproc-per-node 1 test/kernels/glm53/check_topk.py [--tp 8] [--contexts 8192 131072 300000]
-  [--keys random repeated zero recent] [--shapes chain requests]
+  [--keys random repeated zero recent] [--shapes chain requests decode]
 TRITON_INTERPRET=1 python test/kernels/glm53/check_topk.py --device cpu   (the tiny geometry, 300-key contexts)
 
 For each (context, key cache, step shape), one indexer launch, with this step's own index-K slots poisoned in
@@ -19,7 +19,8 @@ a launch reading this step's keys from the poisoned cache would compute (the sco
 Key caches (`index_inputs.random_index_step`): random; a few keys repeated everywhere (ties at the threshold);
 all-zero keys; each request's last 256 keys x8. Step shapes: 'chain' is one request of 4 rows (an MTP
 verify's draft chain); 'requests' is 3 requests of 2 rows (the last one short: every position in order) and a
-pad request. Exit status 1 on any failure.
+pad request; 'decode' is 6 requests of a decode row each (the last short) and 2 pad rows: the pipelined score loop
+(and with tiles.index_floor, sel1's lists at or above each row's floor). Exit status 1 on any failure.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def shape_of(name: str, geo, context: int) -> dict:
     if name == "requests":
         return dict(width=8, rows_per_req=2, contexts=[context, max(geo.index_topk + 1, 2 * context // 3),
                                                        geo.index_topk // 2], pad_rows=2)
-    raise SystemExit(f"--shapes {name!r} is not chain or requests")
+    if name == "decode":  # a decode row a request, of six lengths (the last short), and two pad rows
+        return dict(width=8, rows_per_req=1, contexts=[context, 2 * context // 3, context // 2, context // 3 + 1,
+                                                       context // 4 + 7, geo.index_topk // 2], pad_rows=2)
+    raise SystemExit(f"--shapes {name!r} is not chain, requests or decode")
 
 
 def poison(index_k_cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
@@ -144,7 +148,7 @@ def main():
     p.add_argument("--tp", type=int, default=8)
     p.add_argument("--contexts", type=int, nargs="+", default=None)
     p.add_argument("--keys", nargs="+", default=["random", "repeated", "zero", "recent"])
-    p.add_argument("--shapes", nargs="+", default=["chain", "requests"])
+    p.add_argument("--shapes", nargs="+", default=["chain", "requests", "decode"])
     p.add_argument("--tiles", default=None, help="tile overrides, e.g. 'index_slices=16' (default: the device's)")
     p.add_argument("--skip", nargs="*", default=[],
                    help="stages (names) emptied in the launch: bisecting a fault only (the checks then fail)")

@@ -24,6 +24,39 @@ from sgl_amd_mono.glm53 import indexer  # noqa: E402
 from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
 
 
+def lane_floor_counts(keys, thr, width, ktop, slices=128, block=256, levels=15):
+    """Keys at or above a floor L <= the threshold from each score task's lane maxima (a lane: the keys at one
+    place of the task's block steps): a task's floor is the largest of `levels` order keys evenly between its
+    lanes' smallest and largest maxima that at least ceil(ktop / tasks) lanes reach (exact: the c-th largest
+    lane maximum), L the smallest of the row's tasks'."""
+    nsl = max(1, slices // width)
+    n = keys.numel()
+    width_k = ((n + nsl - 1) // nsl + block - 1) // block * block
+    c = -(-ktop // nsl)
+    lo_q, lo_x = [], []
+    for s in range(nsl):
+        seg = keys[s * width_k:min(n, (s + 1) * width_k)].to(torch.int64)
+        if seg.numel() == 0:
+            lo_q.append(0); lo_x.append(0); continue
+        pad = (-seg.numel()) % block
+        m = torch.cat([seg, seg.new_zeros(pad)]).view(-1, block).amax(0)
+        mn, mx = int(m.min()), int(m.max())
+        best = mn
+        for i in range(1, levels + 1):
+            cand = mn + (mx - mn) * i // (levels + 1)
+            if int((m >= cand).sum()) >= c:
+                best = cand
+        lo_q.append(best)
+        lo_x.append(int(torch.topk(m, c).values[-1]))
+    cells = []
+    for name, lo in (("levels", min(lo_q)), ("exact", min(lo_x))):
+        assert int((keys.to(torch.int64) >= lo).sum()) >= ktop and lo <= int(thr)
+        pre8 = (int(thr) >> 24) << 24
+        cells.append(f"{name}: at or above L {int((keys.to(torch.int64) >= lo).sum())}, "
+                     f"at or above max(L, 8-bit prefix) {int((keys.to(torch.int64) >= max(lo, pre8)).sum())}")
+    return "; ".join(cells)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--width", type=int, default=8)
@@ -53,6 +86,7 @@ def main():
             pre, k = int(thr >> (32 - bits)), keys >> (32 - bits)
             cells.append(f"{bits}-bit prefix: at or above {int((k >= pre).sum())}, at {int((k == pre).sum())}")
         print(f"row {r}: {n} keys; " + "; ".join(cells), flush=True)
+        print(f"  floor from lane maxima: {lane_floor_counts(keys, thr, a.width, geo.index_topk)}", flush=True)
 
 
 if __name__ == "__main__":
