@@ -5,7 +5,9 @@ python test/kernels/glm53/probe_lists.py --width 8 --context 131072
 For each row of the indexer step (a decode row a request, seed 77; the last of time_layers' 4 layers, weights seed
 13): its length, the radix threshold's top 8 / 16 / 24 bits (the index_topk-th largest order key), and the keys at or
 above each prefix and at it: sel1's lists (index_compact) hold the keys at or above the 8-bit prefix, sel2's with
-index_relist those at or above the 16-bit one. The weights are drawn here on the CPU, whose generator streams differ
+index_relist those at or above the 16-bit one; then the keys at or above the row's floor (index_floor: the smallest of
+its score tasks' floors, `stages_index.lane_floor`, simulated here over the same slices and lanes), and at or above
+the exact floor the same lanes allow (each task's ceil(top-k / slices)-th largest lane maximum). The weights are drawn here on the CPU, whose generator streams differ
 from CUDA's, so these are the same kind of inputs as a GPU run's, not its values. A benchmark aid, not a test.
 """
 
