@@ -62,14 +62,14 @@ CASES = {
     "w3_index_relist_emit_k2": (3, torch.bfloat16, "index_compact=1,index_relist=1,index_emit_k=2"),
     # two slices of the sliced row, sel1's lists 89 and 53 keys long: the first relisted, the second left
     "w3_index_relist_some": (3, torch.bfloat16, "index_compact=1,index_relist=60,index_slices=8"),
-    # sel1's lists and counts at or above each decode row's floor: one slice a row (a task's floor the smallest of its
-    # 64 lanes' largest keys), and two (the 32nd largest's level); at 300 keys no floor is above the 8-bit prefix
+    # sel1's lists and counts at or above each decode row's floor: at 300 keys every slice is under 16 blocks (no
+    # floor: 0), one slice a row or two
     "w3_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1"),
     "w3_index_floor_slices": (3, torch.bfloat16, "index_compact=1,index_floor=1,index_slices=8"),
-    # 2000-key contexts (a 4th field: the context), two slices a row: w3long's lists at the 8-bit prefix (its bits
-    # pinned), then with the floors, which leave keys out of them
-    "w3long": (3, torch.bfloat16, "index_compact=1,index_slices=8", 2000),
-    "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_slices=8,index_floor=1", 2000),
+    # 2000-key contexts (a 4th field: the context), a slice a row: w3long's lists at the 8-bit prefix (its bits
+    # pinned), then with the floors (a task's: the smallest of its 64 lanes' largest keys), which leave keys out
+    "w3long": (3, torch.bfloat16, "index_compact=1", 2000),
+    "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1", 2000),
 }
 
 

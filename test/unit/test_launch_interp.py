@@ -135,7 +135,7 @@ def test_index_atomics_change_no_bit(kind, case):
         assert (res["lists_relisted"] > 0, res["lists_left"] > 0) == (True, "some" in case), res
     if "floor" in case:  # sel1's lists at or above each row's floor, which KTOP keys reach (a floor above fails)
         assert (res.get("floors_ok"), res.get("floors_planted_caught")) == (True, True), res.get("floors_ok")
-        # at 300 keys a task's lanes hold 2-5 keys and no floor is above the 8-bit prefix; at 2000, 16-32
+        # at 300 keys no slice has a floor (under 16 blocks); at 2000 a slice's 64 lanes hold 31-32 keys
         assert (res["floors_cut"] > 0) == case.startswith("w3long"), res["floors_cut"]
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)

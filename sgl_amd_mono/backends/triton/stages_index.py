@@ -267,7 +267,8 @@ def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.con
               SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False):
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
     (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM); FLOOR:
-    each lane's largest order key so far in mx [IBLK] (uint32, 0 where a lane has scored no key). Returns (h0, mx)."""
+    each lane's largest score so far in mx [IBLK] (f32; a key past s1 scores 0.0 there, `lane_floor` allows for it).
+    Returns (h0, mx)."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
     tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
     if HIST:
@@ -275,22 +276,24 @@ def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.con
         if not ATOM:
             h0 += hj
     if FLOOR:
-        mx = tl.maximum(mx, tl.where((tt < s1) & (tt < len0), order_key(sc), 0))
+        mx = tl.maximum(mx, sc)  # one max a key: the loop's instructions bound it (masking it cost 28 a step, sm_90)
     return h0, mx
 
 
 @triton.jit
 def lane_floor(mx, C: tl.constexpr):
-    """A score task's floor from its lanes' largest order keys mx [IBLK] (`row_block`; 0: a lane with no key): the
-    largest of 16 order keys evenly spaced from their smallest toward their largest that at least C lanes reach, so
-    at least C of the task's keys (a lane's largest is one of its keys) are at or above it; 0 if none (C > IBLK).
-    One [IBLK, 16] count."""
-    m = mx.to(tl.int64)
+    """A score task's floor from its lanes' largest scores mx [IBLK] (`row_block`): of 16 order keys evenly spaced
+    from the lanes' smallest toward their largest, the largest that at least C lanes reach, so at least C of the
+    task's keys (a lane's largest is one of its keys) are at or above it. A lane's keys past the slice score 0.0
+    (unmasked there), so a floor at or below +0.0's order key (or none that C lanes reach: C > IBLK) gives 0: no
+    floor. One [IBLK, 16] count."""
+    m = order_key(mx).to(tl.int64)
     lo = tl.min(m, axis=0)
     lv = tl.arange(0, 16)
     cand = lo + (tl.max(m, axis=0) - lo) * lv // 16
     n = tl.sum((m[:, None] >= cand[None, :]).to(tl.int32), axis=0)
-    return tl.max(tl.where(n >= C, cand, 0), axis=0)
+    floor = tl.max(tl.where(n >= C, cand, 0), axis=0)
+    return tl.where(floor > 0x80000000, floor, 0)  # 0x80000000: +0.0's order key
 
 
 @triton.jit
@@ -312,11 +315,11 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     pipelined loop: the loop alone at 8192 keys a program with its page ids a step ahead streams 3.0 TB/s, with none
     loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
     FLOOR > 0 (tiles.index_floor): also the slice's floor, an order key that at least FLOOR of its keys reach
-    (`lane_floor`; 0: none). Returns (h, the floor)."""
+    (`lane_floor`; 0: none, and for slices under 16 blocks). Returns (h, the floor)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
-    mx = tl.zeros((IBLK,), dtype=tl.uint32)  # each lane's largest order key (FLOOR)
+    mx = tl.full((IBLK,), float("-inf"), tl.float32)  # each lane's largest score (FLOOR)
     if PCH > 0:
         CK: tl.constexpr = PCH * IBLK  # keys a chunk
         pj = tl.arange(0, PCH * (IBLK // PAGE))  # a chunk's pages
@@ -356,7 +359,8 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                                ATOM, W0, FLOOR > 0)
     floor = (s0 * 0).to(tl.int64)
     if FLOOR > 0:
-        floor = lane_floor(mx, FLOOR)
+        if s1 - s0 >= 16 * IBLK:  # a shorter slice's lanes hold too few keys for a floor worth its reductions
+            floor = lane_floor(mx, FLOOR)
     return h + tl.where(tl.arange(0, 16)[:, None] == 0, h0[None, :], 0), floor
 
 

@@ -175,12 +175,13 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             src = cand_key_ptr + r * SCOL if LIST >= 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
             # issued before the histograms are read (a list's first step too: up to the slice's end, before its
             # length is known; the keys past it are masked where used)
-            floor = (rlen * 0).to(tl.int64)
+            floor = (rlen * 0).to(tl.uint32)  # an order key, compared with the keys' own
             if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
                 x = load_step(src, s0 + chunk_offsets(LK), list_tail(s0, s1, LK), False)
                 x1 = load_step(src, list_tail(s0, s1, LK) + chunk_offsets(1), s1, False)
                 if FLOOR:
-                    floor = tl.min(tl.load(floor_ptr + r * NSL + tl.arange(0, NSL), cache_modifier=".cg"), axis=0)
+                    floor = tl.min(tl.load(floor_ptr + r * NSL + tl.arange(0, NSL), cache_modifier=".cg"),
+                                   axis=0).to(tl.uint32)
             elif LIST == 3:  # the list's first chunk, keys and positions, up to the slice's end (its length not yet in)
                 x = load_step(src, s0 + chunk_offsets(LK), s1, True)
                 x1 = load_step(cand_pos_ptr + r * SCOL, s0 + chunk_offsets(LK), s1, True)
@@ -293,14 +294,14 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
         tt = c0 + offs
         x_next = load_step(src, tt + CH, tail, False)
         u = order_key(x)
-        listed += list_chunk(u, tt, (tt < s1) & (u.to(tl.int64) >= floor), prefix, hist_row_ptr, cand_pos_ptr,
+        listed += list_chunk(u, tt, (tt < s1) & (u >= floor), prefix, hist_row_ptr, cand_pos_ptr,
                              cand_key_ptr, dst0 + listed, HI, W)
         x = x_next
     for c0 in tl.range(tail, s1, EMIT_ROWS, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + one
         x1_next = load_step(src, tt + EMIT_ROWS, s1, False)
         u = order_key(x1)
-        listed += list_chunk(u, tt, (tt < s1) & (u.to(tl.int64) >= floor), prefix, hist_row_ptr, cand_pos_ptr,
+        listed += list_chunk(u, tt, (tt < s1) & (u >= floor), prefix, hist_row_ptr, cand_pos_ptr,
                              cand_key_ptr, dst0 + listed, HI, W)
         x1 = x1_next
     return listed
