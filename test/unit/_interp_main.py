@@ -333,7 +333,7 @@ def main(kind: str, case: str) -> None:
     if plan.tiles.index_relist and plan.tiles.index_compact > 0:
         res["lists_ok"], res["lists_relisted"], res["lists_left"] = lists_match(plan, kind, step.lengths)
         res["lists_planted_caught"] = not lists_match(plan, kind, step.lengths, plant=True)[0]
-    if plan.tiles.index_floor and plan.tiles.index_compact > 0:
+    if plan.tiles.index_floor > 0 and plan.tiles.index_compact > 0:
         res["floors_ok"], res["floors_cut"] = floors_match(plan, kind, step.lengths)
         res["floors_planted_caught"] = not floors_match(plan, kind, step.lengths, plant=True)[0]
     counted = plan.sync.task_count.tolist()

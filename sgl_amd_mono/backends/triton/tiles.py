@@ -10,7 +10,7 @@ import dataclasses
 import torch
 
 from sgl_amd_mono.backends.triton.tiles_index import (  # the indexer's defaults by width, with their runs
-    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
+    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_FLOOR_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds.dims import max_used_experts, pow2
 
@@ -292,18 +292,6 @@ class Tiles:
     # 152.3 / 172.1 / 203.4, 128K 147.1 / 165.5 / 202.2 / 267.5 -> 151.6 / 171.6 / 204.9 / 273.4. Traced at 8K
     # (results/indexer11_h200_trace_cands.log): sel3's 4.6 us span gone, sel2 0.5-1 us longer, emit 13.3 us against
     # 5.1-5.6 (three passes over the lists, each a round trip to L2 a round of 1024 keys).
-    # Also built and timed, slower, reverted: every program prefetching into L2 (PTX prefetch.global.L2) the weights
-    # read after the top-k once its sel1 tasks were done, while the select leaves HBM idle (commit 8b148c8, reverted:
-    # Tiles.index_warm 1: w_vc and o_proj; 2: also the router's gate and the shared expert's gate | up rows). H200, one
-    # process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_warm.log): 8K 132.9 /
-    # 146.7 / 166.7 / 198.6 us -> 135.0 / 148.6 / 169.1 / 200.7 (1), 135.0 / 148.5 / 169.4 / 200.8 (2); 128K 144.6 /
-    # 162.8 / 200.9 / 266.5 -> 147.0 / 165.9 / 200.0 / 267.6 (1), 146.3 / 164.2 / 200.7 / 268.4 (2) (not traced).
-    # Also built and timed, slower, reverted: the front's programs with no task in a stage bulk-prefetching a later
-    # stage's weights into L2 (cp.async.bulk.prefetch.L2, a range a thread; commit 0ea701d, Tiles.l2_prefetch: 2,
-    # latent's idle programs q_b's and wq_b's; 7, also norm1's qkv_a's and wk's and absorb's o_proj's). H200, one
-    # process, rows 1 / 2 / 4 / 8 (results/indexer15_h200_time_specs_l2_prefetch.log): defaults 8K 132.0 / 146.1 /
-    # 164.9 / 197.8 us, 128K 143.3 / 161.6 / 198.2 / 266.6; 2: 133.6 / 146.9 / 166.7 / 198.6, 143.4 / 164.0 / 198.1 /
-    # 267.7; 7: 135.1 / 148.2 / 173.3 / 206.6, 145.2 / 167.4 / 206.1 / 274.6.
     # Also built and timed, not taken, reverted: emit scanning a slice of at least index_emit_scan keys that many a
     # step, a shorter one index_scan a step (commit c2f4ffe: both widths built, chosen a task by its slice). H200, one
     # process, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_emit_scan.log): defaults 8K 132.9 / 147.1 / 167.1
@@ -333,7 +321,7 @@ class Tiles:
     # 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
     # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
     index_relist: int = 0
-    index_floor: bool = False  # sel1 lists and counts only keys at or above a row's floor (tiles_index.py)
+    index_floor: int = -1  # sel1 lists / counts only keys at or above a row's floor; -1: by width (tiles_index.py)
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
@@ -422,7 +410,7 @@ class Tiles:
         """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
         width's step (INDEX_SCAN_BY_WIDTH); index_block 0: its block (INDEX_BLOCK_BY_WIDTH); index_compact -1: the
         width's lists (INDEX_COMPACT_BY_WIDTH), none where sel1 cannot list (three digits, or digit 1 not counted by
-        atomics)."""
+        atomics); index_floor -1: the width's (INDEX_FLOOR_BY_WIDTH)."""
         t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
         if not t.index_scan:
             t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
@@ -431,6 +419,8 @@ class Tiles:
         if t.index_compact < 0:
             k = next(n for w, n in INDEX_COMPACT_BY_WIDTH if width <= w)
             t = dataclasses.replace(t, index_compact=k if t.index_digits == 4 and t.index_sel_atomics else 0)
+        if t.index_floor < 0:
+            t = dataclasses.replace(t, index_floor=next(n for w, n in INDEX_FLOOR_BY_WIDTH if width <= w))
         return t
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
@@ -501,6 +491,8 @@ class Tiles:
             raise ValueError(f"index_compact needs index_digits 4 (is {t.index_digits}) and index_sel_atomics (is "
                              f"{t.index_sel_atomics}): sel1 lists the keys at the 8-bit prefix and counts digit 1 "
                              "by atomics as it lists")
+        if self.index_floor not in (-1, 0, 1):
+            raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
         if self.index_relist < 0:
             raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
                              "relists; 0: none)")

@@ -37,6 +37,21 @@ INDEX_COMPACT_BY_WIDTH = ((2, 0), (1 << 30, 4))
 # 256 at 1 row beside it (results/indexer27_h100_specs_w1.log, the defaults timed first and last): 8K 133.5 / 133.3 ->
 # 134.2 us, 128K 144.9 / 144.5 -> 145.6.
 INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
+# Each decode row's floor (Tiles.index_floor -1) by width: (the widest width, 1: on, 0: off). Each score task of a
+# slice of 16 blocks or more keeps each lane's largest score and writes the largest of 16 order keys between its lanes'
+# smallest and largest that ceil(top-k / slices) lanes reach (`stages_index.lane_floor`); sel1 lists and counts only
+# the keys at or above the smallest of a row's (`stages_select.select_digit`): the same list. On time_layers' kind of
+# 128K 8-row inputs (CPU, results/indexer31_lists_floor_cpu.txt) sel1's lists hold 3,748-5,087 keys a row instead of
+# 7,340-32,900. H100, one process, TP8, a decode row a request, the defaults timed first and last: a first build
+# (masked order keys in the score loop, 353 sm_90 loop instructions against 325; results/indexer31_h100_specs_floor_w8
+# .log, _w4.log) 8 rows 8K 220.1 / 221.2 -> 222.3 us, 128K 284.5 / 283.9 -> 283.6, 4 rows 8K 176.8 / 176.2 -> 180.0,
+# 128K 206.3 / 204.3 -> 206.7; its 128K 8-row trace (results/indexer31_h100_trace_floor_128k.log, work us) sel2 4.4 ->
+# 2.8, sel3 5.1 -> 3.6, emit 7.7 -> 4.1, score 55.3 -> 57.1. This build (the scores' own max, 331 instructions; no floor
+# under 16 blocks a slice; results/indexer31_h100_specs_floor2_w8.log, _w4.log): 8 rows 8K 220.1 / 220.9 -> 221.2,
+# 128K 284.8 / 284.1 -> 283.0; 4 rows 8K 177.5 / 175.9 -> 177.1, 128K 206.0 / 205.4 -> 206.2. Taken at 8 rows, where
+# 128K is the indexer's one missed ratio (the shared launch 186.3 us in that run, results/indexer31_h100_time_shared
+# _w8.log: 1.527 -> 1.519) and 8K has room (1.20).
+INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
 # in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
@@ -60,3 +75,15 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # [IBLK, ID] rows through an fp8 pointer, so that the swapped dot reads them from shared memory in three buffers
 # (Triton 3.8, sm_90 AOT on a CPU). The same run, 8 rows: 224.8 / 371.4 us; 1 row 8K / 128K 133.0 / 143.2 and 132.0 /
 # 141.8 (defaults) -> 133.2 / 154.1; its check_layer (TP8 rows 1 / 8, 8K / 128K) 0 failures.
+# Also built and timed, slower, reverted: every program prefetching into L2 (PTX prefetch.global.L2) the weights
+# read after the top-k once its sel1 tasks were done, while the select leaves HBM idle (commit 8b148c8, reverted:
+# Tiles.index_warm 1: w_vc and o_proj; 2: also the router's gate and the shared expert's gate | up rows). H200, one
+# process, TP8, a decode row a request, rows 1 / 2 / 4 / 8 (results/indexer13_h200_time_specs_warm.log): 8K 132.9 /
+# 146.7 / 166.7 / 198.6 us -> 135.0 / 148.6 / 169.1 / 200.7 (1), 135.0 / 148.5 / 169.4 / 200.8 (2); 128K 144.6 /
+# 162.8 / 200.9 / 266.5 -> 147.0 / 165.9 / 200.0 / 267.6 (1), 146.3 / 164.2 / 200.7 / 268.4 (2) (not traced).
+# Also built and timed, slower, reverted: the front's programs with no task in a stage bulk-prefetching a later
+# stage's weights into L2 (cp.async.bulk.prefetch.L2, a range a thread; commit 0ea701d, Tiles.l2_prefetch: 2,
+# latent's idle programs q_b's and wq_b's; 7, also norm1's qkv_a's and wk's and absorb's o_proj's). H200, one
+# process, rows 1 / 2 / 4 / 8 (results/indexer15_h200_time_specs_l2_prefetch.log): defaults 8K 132.0 / 146.1 /
+# 164.9 / 197.8 us, 128K 143.3 / 161.6 / 198.2 / 266.6; 2: 133.6 / 146.9 / 166.7 / 198.6, 143.4 / 164.0 / 198.1 /
+# 267.7; 7: 135.1 / 148.2 / 173.3 / 206.6, 145.2 / 167.4 / 206.1 / 274.6.
