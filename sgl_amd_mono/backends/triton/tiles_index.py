@@ -48,9 +48,12 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # 128K 206.3 / 204.3 -> 206.7; its 128K 8-row trace (results/indexer31_h100_trace_floor_128k.log, work us) sel2 4.4 ->
 # 2.8, sel3 5.1 -> 3.6, emit 7.7 -> 4.1, score 55.3 -> 57.1. This build (the scores' own max, 331 instructions; no floor
 # under 16 blocks a slice; results/indexer31_h100_specs_floor2_w8.log, _w4.log): 8 rows 8K 220.1 / 220.9 -> 221.2,
-# 128K 284.8 / 284.1 -> 283.0; 4 rows 8K 177.5 / 175.9 -> 177.1, 128K 206.0 / 205.4 -> 206.2. Taken at 8 rows, where
+# 128K 284.8 / 284.1 -> 283.0; 4 rows 8K 177.5 / 175.9 -> 177.1, 128K 206.0 / 205.4 -> 206.2. Chosen at 8 rows, where
 # 128K is the indexer's one missed ratio (the shared launch 186.3 us in that run, results/indexer31_h100_time_shared
-# _w8.log: 1.527 -> 1.519) and 8K has room (1.20).
+# _w8.log: 1.527 -> 1.519) and 8K has room (1.20). Not yet the default (Tiles.index_floor 0): the first build's lists
+# were exact in check_topk's decode shape at 8K / 128K / 300K over all four key caches
+# (results/indexer31_h100_check_topk_decode_floor.log), but this build has not run a check on a GPU (no machine could
+# be started for it); index_floor=-1 takes this table.
 INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
