@@ -115,21 +115,30 @@ def lists_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> 
         if n <= c["LS"]:
             continue
         keys, p8, p16 = order_keys(s["scores"][row, :n]), int(s["kept1"][row, 1]), int(s["kept2"][row, 1])
-        width = -(-(-(-n // d.NSL)) // d.IBLK) * d.IBLK  # stages_index.slice_of
-        for sl in range(d.NSL):
-            a, b = min(sl * width, n), min(sl * width + width, n)
+        for sl, a, b in slices_of(n, d):
             keep = (keys[a:b] >> 24) >= p8
             if int(keep.sum()) >= plan.tiles.index_relist:
                 keep = (keys[a:b] >> 16) >= p16
                 relisted += 1
             else:
                 kept += 1
-            m = int(ncand[row, sl])
-            got_pos, got_key = s["cand_pos"][row, a:a + m].long(), s["cand_key"][row, a:a + m].long() & 0xFFFFFFFF
-            if m != int(keep.sum()) or not torch.equal(got_pos, torch.arange(a, b)[keep]) \
-                    or not torch.equal(got_key, keys[a:b][keep]):
+            if not listed_exactly(s, row, a, b, int(ncand[row, sl]), keys, keep):
                 return False, relisted, kept
     return True, relisted, kept
+
+
+def slices_of(n: int, d):
+    """A row of n keys' slices (index, start, end), as `stages_index.slice_of` splits them."""
+    width = -(-(-(-n // d.NSL)) // d.IBLK) * d.IBLK
+    return [(sl, min(sl * width, n), min(sl * width + width, n)) for sl in range(d.NSL)]
+
+
+def listed_exactly(s, row: int, a: int, b: int, m: int, keys: torch.Tensor, keep: torch.Tensor) -> bool:
+    """Whether the slice [a, b)'s list in scratch s (m entries of cand_pos / cand_key from a) is exactly its keys
+    where keep, in position order, with their order keys."""
+    got_pos, got_key = s["cand_pos"][row, a:a + m].long(), s["cand_key"][row, a:a + m].long() & 0xFFFFFFFF
+    return m == int(keep.sum()) and torch.equal(got_pos, torch.arange(a, b)[keep]) \
+        and torch.equal(got_key, keys[a:b][keep])
 
 
 def floors_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> tuple[bool, int]:
@@ -147,15 +156,10 @@ def floors_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) ->
         lo = int(floors[row]) if not plant else int(torch.topk(keys, d.KTOP).values[-1]) + 1
         if int((keys >= lo).sum()) < d.KTOP:
             return False, cut
-        width = -(-(-(-n // d.NSL)) // d.IBLK) * d.IBLK  # stages_index.slice_of
-        for sl in range(d.NSL):
-            a, b = min(sl * width, n), min(sl * width + width, n)
+        for sl, a, b in slices_of(n, d):
             keep = ((keys[a:b] >> 24) >= p8) & (keys[a:b] >= lo)
             cut += int(((keys[a:b] >> 24) >= p8).sum()) - int(keep.sum())
-            m = int(s["ncand"].view(d.R, d.NSL)[row, sl])
-            got_pos, got_key = s["cand_pos"][row, a:a + m].long(), s["cand_key"][row, a:a + m].long() & 0xFFFFFFFF
-            if m != int(keep.sum()) or not torch.equal(got_pos, torch.arange(a, b)[keep]) \
-                    or not torch.equal(got_key, keys[a:b][keep]):
+            if not listed_exactly(s, row, a, b, int(s["ncand"].view(d.R, d.NSL)[row, sl]), keys, keep):
                 return False, cut
     return True, cut
 

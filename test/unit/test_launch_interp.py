@@ -120,9 +120,9 @@ def test_index_atomics_change_no_bit(kind, case):
     same bits. sel2 keeping those lists only at or above its 16-bit prefix, in place (index_relist), for sel3 and emit
     in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
     list, the same bits. sel1 listing and counting only the keys at or above each decode row's floor from its score
-    tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and list,
-    the same bits, and fewer keys listed. In every case the launch's digit-0 histogram equals torch's count over its own scores (and
-    one count planted off by one fails)."""
+    tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and
+    list, the same bits, and fewer keys listed. In every case the launch's digit-0 histogram equals torch's count over
+    its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

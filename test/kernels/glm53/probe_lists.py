@@ -5,10 +5,9 @@ python test/kernels/glm53/probe_lists.py --width 8 --context 131072
 For each row of the indexer step (a decode row a request, seed 77; the last of time_layers' 4 layers, weights seed
 13): its length, the radix threshold's top 8 / 16 / 24 bits (the index_topk-th largest order key), and the keys at or
 above each prefix and at it: sel1's lists (index_compact) hold the keys at or above the 8-bit prefix, sel2's with
-index_relist those at or above the 16-bit one; then the keys at or above the row's floor (index_floor: the smallest of
-its score tasks' floors, `stages_index.lane_floor`, simulated here over the same slices and lanes), and at or above
-the exact floor the same lanes allow (each task's ceil(top-k / slices)-th largest lane maximum). The weights are drawn here on the CPU, whose generator streams differ
-from CUDA's, so these are the same kind of inputs as a GPU run's, not its values. A benchmark aid, not a test.
+index_relist those at or above the 16-bit one; then the keys at or above the row's floor (index_floor,
+`lane_floor_counts`). The weights are drawn here on the CPU, whose generator streams differ from CUDA's, so these
+are the same kind of inputs as a GPU run's, not its values. A benchmark aid, not a test.
 """
 
 from __future__ import annotations
@@ -26,29 +25,29 @@ from sgl_amd_mono.glm53 import indexer  # noqa: E402
 from sgl_amd_mono.glm53 import launch_inputs as li  # noqa: E402
 
 
-def lane_floor_counts(keys, thr, width, ktop, slices=128, block=256, levels=15):
-    """Keys at or above a floor L <= the threshold from each score task's lane maxima (a lane: the keys at one
-    place of the task's block steps): a task's floor is the largest of `levels` order keys evenly between its
-    lanes' smallest and largest maxima that at least ceil(ktop / tasks) lanes reach (exact: the c-th largest
-    lane maximum), L the smallest of the row's tasks'."""
+def lane_floor_counts(keys, thr, width, ktop, slices=128, block=256):
+    """Keys at or above the row's floor L (<= the threshold), the smallest of its score tasks' floors as
+    `stages_index.lane_floor` gives them: a task's lanes (the keys at one place of its block steps) keep their largest
+    order key, a lane past the slice's end +0.0's; of 16 order keys evenly spaced from the lanes' smallest toward their
+    largest, the largest that c = ceil(ktop / tasks) lanes reach, 0 if at or below +0.0's or for a slice under 16
+    blocks. 'exact': each task's c-th largest lane maximum instead (the same lanes, no levels)."""
     nsl = max(1, slices // width)
     n = keys.numel()
     width_k = ((n + nsl - 1) // nsl + block - 1) // block * block
     c = -(-ktop // nsl)
+    zero = 0x80000000  # +0.0's order key
     lo_q, lo_x = [], []
     for s in range(nsl):
         seg = keys[s * width_k:min(n, (s + 1) * width_k)].to(torch.int64)
-        if seg.numel() == 0:
-            lo_q.append(0); lo_x.append(0); continue
-        pad = (-seg.numel()) % block
-        m = torch.cat([seg, seg.new_zeros(pad)]).view(-1, block).amax(0)
-        mn, mx = int(m.min()), int(m.max())
-        best = mn
-        for i in range(1, levels + 1):
-            cand = mn + (mx - mn) * i // (levels + 1)
-            if int((m >= cand).sum()) >= c:
-                best = cand
-        lo_q.append(best)
+        if seg.numel() < 16 * block:
+            lo_q.append(0)
+            lo_x.append(0)
+            continue
+        m = torch.cat([seg, seg.new_full(((-seg.numel()) % block,), zero)]).view(-1, block).amax(0)
+        lo, hi = int(m.min()), int(m.max())
+        levels = [lo + (hi - lo) * i // 16 for i in range(16)]
+        best = max(v for v in levels if int((m >= v).sum()) >= c)
+        lo_q.append(best if best > zero else 0)
         lo_x.append(int(torch.topk(m, c).values[-1]))
     cells = []
     for name, lo in (("levels", min(lo_q)), ("exact", min(lo_x))):
