@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input
-from sgl_amd_mono.backends.triton.tile_ops import _SOFT_CVT, dot_bf16, sum_parts, to_bf16, to_fp8
+from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
@@ -300,7 +300,7 @@ def lane_floor(mx, C: tl.constexpr):
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0, L2: tl.constexpr = 0):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -315,9 +315,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     pipelined loop: the loop alone at 8192 keys a program with its page ids a step ahead streams 3.0 TB/s, with none
     loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
     FLOOR > 0 (tiles.index_floor): also the slice's floor, an order key that at least FLOOR of its keys reach
-    (`lane_floor`; 0: none, and for slices under 16 blocks).
-    L2 > 0 (tiles.index_l2_ahead, with AHEAD 2): each step also brings the pages of the step L2 steps ahead into L2
-    (`prefetch_pages`), more of the slice's bytes in flight than the pipeline's buffers hold. Returns (h, the floor)."""
+    (`lane_floor`; 0: none, and for slices under 16 blocks). Returns (h, the floor)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
@@ -343,8 +341,6 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         pg = tl.arange(0, IBLK // PAGE)
         pages = tl.load(pt + s0 // PAGE + pg, mask=s0 + pg * PAGE < s1, other=0)  # the first step's
         for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
-            if L2 > 0:
-                prefetch_pages(index_k_cache_ptr, stride_index_k_cache, pt, t0 + L2 * IBLK, s1, IBLK // PAGE)
             k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
             h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
@@ -375,7 +371,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
           HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          FLOOR: tl.constexpr = False, L2: tl.constexpr = 0):
+          FLOOR: tl.constexpr = False):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -392,8 +388,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     FLOOR (tiles.index_floor): each task also writes its floor at floor[t], an order key that at least
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
-    threshold (sel1 lists and counts none: `stages_select.select_digit`). L2: the pipelined loop's pages brought into
-    L2 that many steps ahead (tiles.index_l2_ahead, `score_pipelined`; 0: none)."""
+    threshold (sel1 lists and counts none: `stages_select.select_digit`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0
@@ -424,11 +419,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC, L2)
+                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC)
                     else:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr, ATOM, AHEAD, 8, PCH, 0, L2)
+                                                   hist_ptr, ATOM, AHEAD, 8, PCH)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
@@ -460,25 +455,6 @@ def scale_ptrs(page, off):
     """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (after the page's 64
     keys: `key_ptrs`)."""
     return (page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32))
-
-
-@triton.jit
-def prefetch_pages(index_k_cache_ptr, stride_index_k_cache, pt, t0, end, NP: tl.constexpr):
-    """The NP index-K pages holding positions t0 + [0, NP 64) below end (page table pt) brought into L2 without a wait:
-    sm_90's bulk prefetch of each whole page (its keys and scales, stride_index_k_cache bytes apart), one a thread
-    (a [256] tile, its first NP live). NVIDIA only (tiles.index_l2_ahead is refused elsewhere); under the interpreter
-    a plain load of each page's first byte, dropped: it checks the addresses and changes nothing."""
-    i = tl.arange(0, 256)
-    tn = t0 + i * PAGE
-    live = (i < NP) & (tn < end)
-    page = tl.load(pt + tn // PAGE, mask=live, other=0)
-    base = index_k_cache_ptr.to(tl.pointer_type(tl.int8), bitcast=True) + page.to(tl.int64) * stride_index_k_cache
-    if _SOFT_CVT:
-        tl.load(base, mask=live)
-    else:  # is_pure=False: a side effect, kept although its dummy result is unused
-        size = tl.where(live, PAGE * (KEY_BYTES + 4), 0)  # a page's keys and scales
-        tl.inline_asm_elementwise("{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; "
-                                  "mov.u32 $0, 0; }", "=r,l,r", [base, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

@@ -324,8 +324,6 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py). 0 until this build's check_layer and check_topk run on a GPU.
     index_floor: int = 0
-    # index_l2_ahead D: the pipelined score loop brings the pages D steps ahead into L2 (bulk prefetch, NVIDIA only)
-    index_l2_ahead: int = 0
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
@@ -497,9 +495,6 @@ class Tiles:
                              "by atomics as it lists")
         if self.index_floor not in (-1, 0, 1):
             raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
-        if not 0 <= self.index_l2_ahead <= 16 or (self.index_l2_ahead and (self.index_ahead != 2 or self.index_page_chunk)):
-            raise ValueError(f"index_l2_ahead {self.index_l2_ahead} is not 0 to 16 steps, or is set without index_ahead 2 "
-                             f"(is {self.index_ahead}) and index_page_chunk 0 (is {self.index_page_chunk})")
         if self.index_relist < 0:
             raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
                              "relists; 0: none)")
