@@ -322,8 +322,8 @@ class Tiles:
     # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
     index_relist: int = 0
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
-    # (INDEX_FLOOR_BY_WIDTH, tiles_index.py). 0 until this build's check_layer and check_topk run on a GPU.
-    index_floor: int = 0
+    # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
+    index_floor: int = -1
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7

@@ -50,11 +50,17 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # under 16 blocks a slice; results/indexer31_h100_specs_floor2_w8.log, _w4.log): 8 rows 8K 220.1 / 220.9 -> 221.2,
 # 128K 284.8 / 284.1 -> 283.0; 4 rows 8K 177.5 / 175.9 -> 177.1, 128K 206.0 / 205.4 -> 206.2. Chosen at 8 rows, where
 # 128K is the indexer's one missed ratio (the shared launch 186.3 us in that run, results/indexer31_h100_time_shared
-# _w8.log: 1.527 -> 1.519) and 8K has room (1.20). Not yet the default (Tiles.index_floor 0): the first build's lists
-# were exact in check_topk's decode shape at 8K / 128K / 300K over all four key caches
-# (results/indexer31_h100_check_topk_decode_floor.log), but this build has not run a check on a GPU (no machine could
-# be started for it); index_floor=-1 takes this table.
+# _w8.log: 1.527 -> 1.519) and 8K has room (1.20). Again on another H100 (results/indexer32_h100_specs_l2_floor_w8.log,
+# the defaults timed first and last): 8 rows 8K 223.5 / 225.3 -> 224.7, 128K 289.2 / 288.7 -> 286.6. Its checks there,
+# 0 failures and every control failing: check_layer TP8 bf16 8 rows at 8K / 128K (results/indexer32_h100_check_layer
+# _floor_w8.log) and check_topk's decode shape at 128K / 300K over all four key caches, every list exact
+# (results/indexer32_h100_check_topk_decode_floor.log); the first build's at 8K / 128K / 300K
+# (results/indexer31_h100_check_topk_decode_floor.log).
 INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
+# Also built and timed, slower, reverted (commit a44cd92: Tiles.index_l2_ahead D): the pipelined score loop bringing the
+# pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
+# H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2
+# 225.6 / 292.6, 4 225.7 / 295.2, 8 225.4 / 315.6.
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
 # in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
