@@ -70,9 +70,6 @@ CASES = {
     # pinned), then with the floors (a task's: the smallest of its 64 lanes' largest keys), which leave keys out
     "w3long": (3, torch.bfloat16, "index_compact=1", 2000),
     "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1", 2000),
-    # the score tasks' first pages brought into L2 ahead (at q_b's start, or the launch's): loads that change nothing
-    "w3_index_warm": (3, torch.bfloat16, "index_warm_pages=4"),
-    "w3long_index_warm_early": (3, torch.bfloat16, "index_compact=1,index_warm_pages=256,index_warm_early=1", 2000),
 }
 
 

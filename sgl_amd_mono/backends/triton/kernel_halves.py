@@ -152,8 +152,7 @@ def index_attention(
         BX: tl.constexpr = 0, emb_ptr=None, S_EMBED: tl.constexpr = 0, T_EMBED: tl.constexpr = 0,
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
-        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False,
-        IWARM: tl.constexpr = 0, IWARM_EARLY: tl.constexpr = False):
+        IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -163,8 +162,7 @@ def index_attention(
     IPACK: the select's digits and emit's counts from fewer block-wide reductions (tiles.index_packed_counts);
     IRELIST: sel2 keeps sel1's lists of at least IRELIST keys only at or above its 16-bit prefix (tiles.index_relist,
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
-    (tiles.index_floor, with sel1's lists); IWARM: the first pages of each program's first score task brought into
-    L2 at q_b's start (tiles.index_warm_pages; IWARM_EARLY: at the launch's start). Returns ok."""
+    (tiles.index_floor, with sel1's lists). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -180,9 +178,6 @@ def index_attention(
                        COUNT_TASKS, False)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMBED_SUM, epoch, ok, pid, launch_id, peer_bound(bound),
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-    if IWARM_EARLY & (IWARM > 0):
-        index.warm_keys(index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr, err_ptr,
-                        pid, ok, R, KTOP, PMAX, NSL, IBLK, IWARM)
     attn_half.norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, eps, pid, ok, task_count_ptr,
                     S_NORM1, T_NORM1, D, NORM_GP, NPROG, SKIP_MASK, COUNT_TASKS, xn1_ptr, True, TOKENS, input_ids_ptr,
                     err_ptr, launch_id, V, TP, emb_ptr)
@@ -225,9 +220,6 @@ def index_attention(
     # results/indexer14_h200_time_specs_preload.log) gained nothing. Alone it takes 3.7 us, 4.5 with L2 flushed
     # (results/indexer12_h200_probe_index_rows.log), 6.2 / 6.5 with 96 / 128 other programs streaming
     # (results/indexer13_h200_probe_index_rows_busy.log).
-    if (not IWARM_EARLY) & (IWARM > 0):
-        index.warm_keys(index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr, err_ptr,
-                        pid, ok, R, KTOP, PMAX, NSL, IBLK, IWARM)
     for r in tl.range((pid - (T_B + T_IQ) % NPROG + NPROG) % NPROG, live_tasks(R, ok, S_Q_B, SKIP_MASK), NPROG,
                       num_stages=1):
         count_task(task_count_ptr, S_Q_B, COUNT_TASKS)

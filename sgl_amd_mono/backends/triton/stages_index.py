@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input
-from sgl_amd_mono.backends.triton.tile_ops import _SOFT_CVT, dot_bf16, sum_parts, to_bf16, to_fp8
+from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
@@ -365,53 +365,6 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
 
 
 @triton.jit
-def task_keys(t, lens, rpr, R: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr):
-    """Score task t's request and keys (`score`): (its first row r0, its rows nrows, its longest row's length blen,
-    the task's slice [s0, s1) of the request's keys)."""
-    rows = tl.arange(0, 16)
-    r0 = (t // NSL) // rpr * rpr  # the request's first row
-    nrows = tl.minimum(rpr, R - r0)
-    blen = tl.max(tl.where((rows >= r0) & (rows < r0 + nrows), lens, 0), axis=0)
-    s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
-    return r0, nrows, blen, s0, s1
-
-
-@triton.jit
-def warm_keys(index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lengths_ptr, rows_per_req_ptr, err_ptr, pid, ok,
-              R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr,
-              NPG: tl.constexpr):
-    """The first NPG pages of this program's first score task's slice (task pid, `score`) brought into L2 without a
-    wait (`prefetch_pages`), stages before score reads them (tiles.index_warm_pages), so that HBM streams keys
-    while the stages before it leave it idle. Reads only the step's inputs (lengths, rows a request, page table)."""
-    if ok & (pid < R * NSL):
-        lens = row_lengths(lengths_ptr, err_ptr, 0, pid, False, R, PMAX * PAGE, 0)  # reported at score
-        rpr = tl.maximum(tl.load(rows_per_req_ptr), 1)
-        r0, nrows, blen, s0, s1 = task_keys(pid, lens, rpr, R, NSL, IBLK)
-        if blen > KTOP:
-            prefetch_pages(index_k_cache_ptr, stride_index_k_cache, page_table_ptr + r0 * PMAX, s0, s1, NPG)
-
-
-@triton.jit
-def prefetch_pages(index_k_cache_ptr, stride_index_k_cache, pt, t0, end, NP: tl.constexpr):
-    """The NP (<= 256) index-K pages holding positions t0 + [0, NP 64) below end (page table pt) brought into L2
-    without a wait: sm_90's bulk prefetch of each whole page (its keys and scales), one a thread (a [256] tile, its
-    first NP live). NVIDIA only (tiles.index_warm_pages is refused elsewhere); under the interpreter a plain load of
-    each page's first byte, dropped: it checks the addresses and changes nothing. A prefetch into L2 cannot leave a
-    stale line: L2 takes every store, so a key this step writes reads as written."""
-    i = tl.arange(0, 256)
-    tn = t0 + i * PAGE
-    live = (i < NP) & (tn < end)
-    page = tl.load(pt + tn // PAGE, mask=live, other=0)
-    base = index_k_cache_ptr.to(tl.pointer_type(tl.int8), bitcast=True) + page.to(tl.int64) * stride_index_k_cache
-    if _SOFT_CVT:
-        tl.load(base, mask=live)
-    else:  # is_pure=False: a side effect, kept although its dummy result is unused
-        size = tl.where(live, PAGE * (KEY_BYTES + 4), 0)  # a page's keys and scales
-        tl.inline_asm_elementwise("{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; "
-                                  "mov.u32 $0, 0; }", "=r,l,r", [base, size], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr, hist0_ptr,
           floor_ptr, epoch, pid, ok, task_count_ptr, S: tl.constexpr,
           R: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr,
@@ -448,9 +401,12 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     bins = tl.arange(0, BINS)
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        r0, nrows, blen, s0, s1 = task_keys(t, lens, rpr, R, NSL, IBLK)
+        r0 = (t // NSL) // rpr * rpr  # the request's first row
+        nrows = tl.minimum(rpr, R - r0)
+        blen = tl.max(tl.where((rows >= r0) & (rows < r0 + nrows), lens, 0), axis=0)
         if blen > KTOP:
             count_task(task_count_ptr, S, COUNT_TASKS)
+            s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
             pt = page_table_ptr + r0 * PMAX
             q0 = tl.load(iq_ptr + (r0 * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw0 = tl.load(head_w_ptr + r0 * IH + heads, cache_modifier=".cg")

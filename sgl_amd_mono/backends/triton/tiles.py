@@ -324,9 +324,6 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
-    # index_warm_pages P: each program's first score task's first P pages into L2 at q_b's start (_early: the launch's)
-    index_warm_pages: int = 0
-    index_warm_early: bool = False
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
@@ -498,8 +495,6 @@ class Tiles:
                              "by atomics as it lists")
         if self.index_floor not in (-1, 0, 1):
             raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
-        if not 0 <= self.index_warm_pages <= 256:
-            raise ValueError(f"index_warm_pages {self.index_warm_pages} is not 0 to 256 (pages a program prefetches)")
         if self.index_relist < 0:
             raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
                              "relists; 0: none)")
