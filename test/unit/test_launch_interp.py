@@ -93,9 +93,9 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
-    "w3_index_floor_slices", "w3long_index_floor")] + [
+    "w3_index_floor_slices", "w3long_index_floor", "w3_index_peel", "w3long_index_peel")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor")])
+                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_peel")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,

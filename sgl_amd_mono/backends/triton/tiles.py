@@ -324,6 +324,8 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
+    # index_peel: the pipelined score loop's whole steps without masks, its partial last step alone (index_ahead 2)
+    index_peel: bool = False
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
     # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
@@ -495,6 +497,8 @@ class Tiles:
                              "by atomics as it lists")
         if self.index_floor not in (-1, 0, 1):
             raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
+        if self.index_peel and (self.index_ahead != 2 or self.index_page_chunk):
+            raise ValueError("index_peel needs index_ahead 2 and index_page_chunk 0 (the loop it peels)")
         if self.index_relist < 0:
             raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
                              "relists; 0: none)")
