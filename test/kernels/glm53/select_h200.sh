@@ -15,7 +15,10 @@
 #   traces    the indexer kind traced at 8K 1 row and 128K 8 rows (trace_8k.log, trace_128k.log)
 #   width     each tile spec in $SPECS beside the defaults in one process at width $W alone (TP8, a decode row a
 #             request, 8K / 128K); a spec equal to the defaults (e.g. index_scan=0) last times them again
-# TILES (checks, topk): a tile spec the checks build and run instead of the defaults.
+#   speccheck each tile spec in $SPECS beside the defaults in one process at widths $WS (default 1 4 8; TP8, a decode
+#             row a request, 8K / 128K), then check_layer of $TILES at rows $CW (default 1 8; TP8 bf16 8K / 128K) and
+#             check_topk of $TILES at 128K / 300K ($SHAPES: check_topk's shapes, default all)
+# TILES (checks, topk, speccheck): a tile spec the checks build and run instead of the defaults.
 # From the repo root with .whl (SGLang's wheels) carried.
 set -u; export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$HOME/.triton/cache; mkdir -p /tmp/site "${OUT:=out}"
 python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in sorted(glob.glob('.whl/*.whl'))]"
@@ -101,5 +104,17 @@ width)
   timeout 120 python3 $G/time_layers.py --kind indexer --tp 8 --widths $W --contexts 8192 131072 --shape decode \
     --no-perop --no-variants --specs ${SPECS} > $OUT/specs_w$W.log 2>&1; el "w$W rc=$?"
   grep -E "\]: launch|bandwidth" $OUT/specs_w$W.log | cut -c1-70 ;;
-*) echo "PART ${PART} is not one of specs, standing, standing2, checks, topk, traces, width" >&2; exit 2 ;;
+speccheck)
+  WS=${WS:-"1 4 8"}; CW=${CW:-"1 8"}; B=()
+  for w in $WS; do for c in 8192 131072; do for s in "" $SPECS; do B+=("$s|$w|bf16|||||$c"); done; done; done
+  for w in 4 8; do B+=("${TILES:-}|$w|bf16|||||300000"); done
+  timeout 280 python3 $G/precompile.py --kind indexer --jobs 16 --builds "${B[@]}" > $OUT/pre.log 2>&1; el "pre rc=$?"
+  timeout 200 python3 $G/time_layers.py --kind indexer --tp 8 --widths $WS --contexts 8192 131072 --shape decode \
+    --no-perop --no-variants --specs $SPECS > $OUT/specs.log 2>&1; el "specs rc=$?"
+  grep -E "\]: launch" $OUT/specs.log | sed -E 's/, floor.*//'
+  timeout 120 python3 $G/check_layer.py --kind indexer --tp 8 --widths $CW --contexts 8192 131072 --kv bf16 $TL \
+    --no-deadline > $OUT/check_layer.log 2>&1; el "check_layer rc=$?"; tail -1 $OUT/check_layer.log
+  timeout 150 python3 $G/check_topk.py --tp 8 --contexts 131072 300000 ${SHAPES:+--shapes $SHAPES} $TL \
+    > $OUT/check_topk.log 2>&1; el "topk rc=$?"; tail -1 $OUT/check_topk.log ;;
+*) echo "PART ${PART} is not one of specs, standing, standing2, checks, topk, traces, width, speccheck" >&2; exit 2 ;;
 esac
