@@ -61,6 +61,13 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
 # H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2
 # 225.6 / 292.6, 4 225.7 / 295.2, 8 225.4 / 315.6.
+# Also built and timed, not taken, reverted (commit 1c6d79e: Tiles.index_warm_pages P, index_warm_early): each program's
+# first score task's first P pages brought into L2 (the same bulk prefetch) at q_b's start or the launch's, while the
+# front leaves HBM idle. Another H100, one process, the defaults (the floor on at 8 rows) timed first and last
+# (results/indexer32_h100_specs_warm_w148.log), rows 1 / 4 / 8: 8K 133.0 / 176.6 / 220.4 and 132.2 / 175.4 / 220.4 us;
+# P 8 130.4 / 175.6 / 221.9, 16 130.9 / 176.0 / 223.0, 32 129.9 / 174.7 / 221.3; early 16 132.6 / 175.7 / 224.2, 32
+# 131.3 / 176.7 / 223.0. 128K 144.2 / 204.9 / 281.0 and 143.1 / 204.2 / 282.4; P 8 143.8 / 204.2 / 282.9, 16 143.8 /
+# 204.7 / 283.9, 32 144.2 / 205.1 / 283.2; early 16 146.0 / 206.8 / 286.8, 32 144.0 / 208.8 / 290.2. Nothing at 128K.
 # Also timed, not taken (results/indexer19_h200_ab_five_trees.log, trees alternated in one run, means of two): the
 # select finished inside sel1 by each row's last task to land (branch cand/finish-on: index_finish 4096, a row's lists
 # in one [S, 4096 // S] tile, digits 2 / 3 by its own atomics), 8K 4 / 8 rows 166.5 / 200.9 -> 186.5 / 220.8 us, 128K
