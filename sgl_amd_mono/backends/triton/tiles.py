@@ -324,7 +324,7 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
-    # index_peel: the pipelined score loop's whole steps without masks, its partial last step alone (index_ahead 2)
+    # index_peel: the pipelined score loop's whole steps unmasked, a partial last step alone (tiles_index.py: untimed)
     index_peel: bool = False
     # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
     # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
