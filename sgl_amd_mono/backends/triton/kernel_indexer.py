@@ -139,7 +139,8 @@ def indexer_layer_kernel(
         COUNT_TASKS, N_STAGES, S_NORM1, S_QKV_A, S_LATENT, S_Q_B, S_ABSORB, S_SCORE, S_SEL1, S_SEL2, S_SEL3, S_EMIT,
         S_ATTN, S_W_UV, S_O_PROJ, T_NORM1, T_QKV_A, T_LATENT, T_Q_B, T_ABSORB, T_ATTN, T_W_UV, T_O_PROJ, False, None, 0,
         TP, peers_ptr, rank,
-        S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, IPCH=IPCH, IEK=IEK, IPACK=IPACK, IRELIST=IRELIST, IFLOOR=IFLOOR, IPEEL=IPEEL)
+        S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, IPCH=IPCH, IEK=IEK, IPACK=IPACK, IRELIST=IRELIST, IFLOOR=IFLOOR,
+        IPEEL=IPEEL)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
              dn_part_ptr, out_ptr, sync_ptr + C_DN_CNT, eps, routed_scaling,

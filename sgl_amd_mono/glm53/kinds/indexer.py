@@ -244,7 +244,8 @@ BOUNDS_INTERP["w3long"] = {"indexer.topk.max_abs": 0.0, "indexer.topk.missed": 0
 # results/indexer*_check_topk.log), and 5.38e-3 in the decode shape over all-zero keys at 8K
 # (results/indexer31_h100_check_topk_decode.log: a decode row's one nonzero score is its own key's, so max_rel is
 # that one sum's error against itself, its heads' terms cancelling); 1e-2 since. Interpreter: f32 dots against
-# f64, measured at most 4.1e-7 (tiny geometry, 300- and 1000-key contexts, every key cache and step shape). The controls (one score moved by twice its size;
-# the scores of a launch reading this step's keys from the poisoned cache) fail with max_rel >= 2.
+# f64, measured at most 4.1e-7 (tiny geometry, 300- and 1000-key contexts, every key cache and step shape). The
+# controls (one score moved by twice its size; the scores of a launch reading this step's keys from the poisoned
+# cache) fail with max_rel >= 2.
 TOPK_BOUNDS_GPU = {"indexer.scores.max_rel": 1e-2, "indexer.topk.max_abs": 0.0, "indexer.topk.missed": 0.02}
 TOPK_BOUNDS_INTERP = {**TOPK_BOUNDS_GPU, "indexer.scores.max_rel": 1.5e-6, "indexer.topk.missed": 0.0}
