@@ -122,8 +122,8 @@ def test_index_atomics_change_no_bit(kind, case):
     list, the same bits. sel1 listing and counting only the keys at or above each decode row's floor from its score
     tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and
     list, the same bits, and fewer keys listed. The pipelined loop's whole steps unmasked and a slice's partial last
-    step alone (index_peel, with and without floors): the same loads and sums, the same bits (the partial step left
-    out fails it). In every case the launch's digit-0 histogram equals torch's count over
+    step alone (index_peel, with and without floors; the long rows' keys addressed by 32-bit page offsets, 2): the
+    same loads and sums, the same bits (the partial step left out fails it). In every case the launch's digit-0 histogram equals torch's count over
     its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)

@@ -308,7 +308,7 @@ def lane_floor(mx, C: tl.constexpr):
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0, PEEL: tl.constexpr = False):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0, PEEL: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -324,9 +324,9 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
     FLOOR > 0 (tiles.index_floor): also the slice's floor, an order key that at least FLOOR of its keys reach
     (`lane_floor`; 0: none, and for slices under 16 blocks).
-    PEEL (tiles.index_peel, with AHEAD 2): the loop over the slice's whole steps without masks (`page_block`,
+    PEEL (tiles.index_peel, with AHEAD 2): 1 the loop over the slice's whole steps without masks (`page_block`,
     `row_block` FULL), then its last, partial step (if any) alone with them: the same loads and sums, fewer
-    instructions a step. Returns (h, the floor)."""
+    instructions a step; 2 also the pages' offsets 32-bit (`page_block` OFF32). Returns (h, the floor)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
@@ -352,16 +352,16 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
         pg = tl.arange(0, IBLK // PAGE)
         pages = tl.load(pt + s0 // PAGE + pg, mask=s0 + pg * PAGE < s1, other=0)  # the first step's
         sf = s1  # the end of the pipelined loop's steps: whole ones only with PEEL
-        if PEEL:
+        if PEEL > 0:
             sf = s0 + (s1 - s0) // IBLK * IBLK
         for t0 in tl.range(s0, sf, IBLK, num_stages=PIPE):
-            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims, PEEL)
+            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims, PEEL > 0, PEEL == 2)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
             h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
-                               ATOM, W0, FLOOR > 0, PEEL)
-        if PEEL:
+                               ATOM, W0, FLOOR > 0, PEEL > 0)
+        if PEEL > 0:
             if sf < s1:  # the last, partial step (its page ids loaded by the loop's last step, or before it)
-                k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, sf, s1, dims)
+                k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, sf, s1, dims, False, PEEL == 2)
                 h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, sf + blk, s1, len0, h0, mx, HIST, LS, SWAP,
                                    hist_row_ptr, ATOM, W0, FLOOR > 0)
     else:
@@ -390,7 +390,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
           HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          FLOOR: tl.constexpr = False, PEEL: tl.constexpr = False):
+          FLOOR: tl.constexpr = False, PEEL: tl.constexpr = 0):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -408,7 +408,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
     threshold (sel1 lists and counts none: `stages_select.select_digit`). PEEL: the pipelined loop's whole steps
-    unmasked (tiles.index_peel, `score_pipelined`)."""
+    unmasked, 2 also 32-bit page offsets (tiles.index_peel, `score_pipelined`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0
@@ -478,15 +478,20 @@ def scale_ptrs(page, off):
 
 
 @triton.jit
-def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims, FULL: tl.constexpr = False):
+def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims, FULL: tl.constexpr = False,
+               OFF32: tl.constexpr = False):
     """`key_block`'s keys and scales at positions t0 + [0, IBLK) below end, addressed by page: pages [IBLK / 64]
     the step's page ids, the keys loaded as an [IBLK / 64, 64, ID] tile (a page's 64 keys one contiguous run from
     its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]. FULL: every
-    position is below end, loaded without masks."""
+    position is below end, loaded without masks. OFF32: a page's offset in the pool as a 32-bit product (the pool
+    under 2 GiB: the index_k_cache buffer's bound, checked at bind), not a 64-bit one."""
     NP: tl.constexpr = pages.shape[0]
     off = tl.arange(0, PAGE)
     tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
-    pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
+    if OFF32:
+        pbase = index_k_cache_ptr + pages * stride_index_k_cache
+    else:
+        pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
     if FULL:
         k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]))
         ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]))

@@ -324,13 +324,10 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
-    # index_peel: the pipelined score loop's whole steps unmasked, a partial last step alone (tiles_index.py: untimed)
-    index_peel: bool = False
-    # Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
-    # emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
-    # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
-    # -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 sm_90
-    # instructions against 26,992, AOT on a CPU (0b82f8a's loop over the slices a step spans: 28,984; not timed).
+    # index_peel: 1 the pipelined score loop's whole steps unmasked, a partial last step alone; 2 also their keys
+    # addressed by 32-bit offsets into the pool (one under 2 GiB, checked at bind; tiles_index.py: untimed)
+    index_peel: int = 0
+    # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
     bn_mu: int = 128
@@ -497,6 +494,8 @@ class Tiles:
                              "by atomics as it lists")
         if self.index_floor not in (-1, 0, 1):
             raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
+        if self.index_peel not in (0, 1, 2):
+            raise ValueError(f"index_peel {self.index_peel} is not 0, 1 or 2 (2: also 32-bit key offsets)")
         if self.index_peel and (self.index_ahead != 2 or self.index_page_chunk):
             raise ValueError("index_peel needs index_ahead 2 and index_page_chunk 0 (the loop it peels)")
         if self.index_relist < 0:

@@ -110,3 +110,8 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # process, rows 1 / 2 / 4 / 8 (results/indexer15_h200_time_specs_l2_prefetch.log): defaults 8K 132.0 / 146.1 /
 # 164.9 / 197.8 us, 128K 143.3 / 161.6 / 198.2 / 266.6; 2: 133.6 / 146.9 / 166.7 / 198.6, 143.4 / 164.0 / 198.1 /
 # 267.7; 7: 135.1 / 148.2 / 173.3 / 206.6, 145.2 / 167.4 / 206.1 / 274.6.
+# Also built, checked and timed, not taken, reverted (commits 3457fff, 0b82f8a: Tiles.index_balance): sel2, sel3 and
+# emit taking sel1's lists in shares balanced over their tasks by each row's keys listed. H100, one process, rows
+# 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
+# -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 sm_90
+# instructions against 26,992, AOT on a CPU (0b82f8a's loop over the slices a step spans: 28,984; not timed).
