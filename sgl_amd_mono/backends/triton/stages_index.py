@@ -471,10 +471,16 @@ def key_ptrs(page, off, dims):
 
 
 @triton.jit
+def scale_offsets(page, off):
+    """Where the f32 scales of keys off (0 .. 63) of the index-K pages at page start (after the page's 64 keys:
+    `key_ptrs`), as page is: byte pointers, or offsets into the pool."""
+    return page + PAGE * KEY_BYTES + off * 4
+
+
+@triton.jit
 def scale_ptrs(page, off):
-    """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (after the page's 64
-    keys: `key_ptrs`)."""
-    return (page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32))
+    """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (`scale_offsets`)."""
+    return scale_offsets(page, off).to(tl.pointer_type(tl.float32))
 
 
 @triton.jit
@@ -488,17 +494,20 @@ def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims, FU
     NP: tl.constexpr = pages.shape[0]
     off = tl.arange(0, PAGE)
     tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
-    if OFF32:
-        pbase = index_k_cache_ptr + pages * stride_index_k_cache
+    if OFF32:  # each address one 32-bit offset from the pool's start
+        po = pages * stride_index_k_cache
+        kp = index_k_cache_ptr + key_ptrs(po[:, None, None], off[None, :, None], dims[None, None, :])
+        sp = (index_k_cache_ptr + scale_offsets(po[:, None], off[None, :])).to(tl.pointer_type(tl.float32))
     else:
         pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
+        kp = key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :])
+        sp = scale_ptrs(pbase[:, None], off[None, :])
     if FULL:
-        k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]))
-        ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]))
+        k = tl.load(kp)
+        ks = tl.load(sp)
     else:
-        k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]),
-                    mask=(tt < end)[:, :, None], other=0)
-        ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]), mask=tt < end, other=0.0)
+        k = tl.load(kp, mask=(tt < end)[:, :, None], other=0)
+        ks = tl.load(sp, mask=tt < end, other=0.0)
     return (tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True), tl.reshape(ks, (NP * PAGE,)))
 
 
