@@ -57,13 +57,16 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # (results/indexer32_h100_check_topk_decode_floor.log); the first build's at 8K / 128K / 300K
 # (results/indexer31_h100_check_topk_decode_floor.log).
 INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
-# Built, not yet timed (Tiles.index_peel, off): the pipelined score loop over a slice's whole steps without masks and
-# its partial last step (if any) alone with them, the same bits (interpreter: w3_index_peel, w3long_index_peel). The
-# loop is bound by its instructions' latency rather than by HBM (Nsight Compute at 128K 8 rows, results/indexer29_h200
-# _ncu_indexer_w8_131072.log: its top stall `wait`, a scheduler issuing every 5 cycles; deeper pipelines and the L2
-# prefetches below no faster), so fewer instructions a step should tell: sm_90 AOT at width 8 (CPU, results/indexer32
-# _score_loop_peel_sass_cpu.txt) 277 a 256-key step against the defaults' 331, no reloaded spill in the loop. No
-# machine could be started for its A/B; it stays off until one shows it faster and its checks pass on a GPU.
+# Built, not yet timed (Tiles.index_peel, off): 1, the pipelined score loop over a slice's whole steps without masks
+# and its partial last step (if any) alone with them; 2, also each key's and scale's address one 32-bit offset from
+# the pool's start (the index-K pool under 2 GiB: Buffer.max_bytes, refused by name at bind). The same bits
+# (interpreter: w3_index_peel with 1, w3long_index_peel with 2 and the floors). The loop is bound by its instructions'
+# latency rather than by HBM (Nsight Compute at 128K 8 rows, results/indexer29_h200_ncu_indexer_w8_131072.log: its top
+# stall `wait`, a scheduler issuing every 5 cycles; deeper pipelines and the L2 prefetches below no faster), so fewer
+# instructions a step should tell: sm_90 AOT at width 8 (CPU, results/indexer33_score_loop_peel_sass_cpu.txt) 277 (1)
+# and 256 (2) a 256-key step against the defaults' 331, no reloaded spill in the loop. No machine could be started
+# for its A/B in two sessions; it stays off until one shows it faster and its checks pass on a GPU (select_h200.sh
+# PART=speccheck SPECS="index_peel=1 index_peel=2 index_scan=0" TILES=index_peel=2).
 # Also built and timed, slower, reverted (commit a44cd92: Tiles.index_l2_ahead D): the pipelined score loop bringing the
 # pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
 # H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2
