@@ -18,6 +18,7 @@ from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.common.kind import Buffer, KindTable, StageDef, check_task_counts
 from sgl_amd_mono.common.launch import LaunchOptions
 from sgl_amd_mono.glm53 import launch_inputs as li
+from sgl_amd_mono.glm53.config import INDEX_K_BYTES, INDEX_PAGE
 from sgl_amd_mono.glm53.kinds import shared
 from sgl_amd_mono.glm53.layer import layer_tensors
 
@@ -74,10 +75,10 @@ def test_a_buffer_missing_from_the_table_is_caught():
 @pytest.mark.parametrize("kind", ["indexer", "dense"])
 def test_an_index_k_pool_past_32_bit_offsets_is_refused(kind):
     """index_peel 2 addresses the index-K pool by 32-bit page offsets, so a step whose pool spans 2 GiB or more is
-    refused by name; one byte under passes, and the 64-bit build (index_peel 1) takes the larger pool. The control:
-    the bound dropped from the buffer, and the larger pool is bound without a word."""
+    refused by name; a pool a page smaller passes, and the 64-bit build (index_peel 1) takes the larger pool. The
+    control: the bound dropped from the buffer, and the larger pool is bound without a word."""
     geo = li.glm53_geometry()
-    row = 64 * 132  # a page: 64 keys of 128 fp8 bytes, then their 64 f32 scales
+    row = INDEX_PAGE * INDEX_K_BYTES  # a page: 64 keys of 128 fp8 bytes, then their 64 f32 scales
     big, fits = 2 ** 31 // row + 1, (2 ** 31 - 1) // row
 
     def step_with(pages, peel, *, drop_bound=False):
