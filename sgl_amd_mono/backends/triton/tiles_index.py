@@ -65,8 +65,10 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # stall `wait`, a scheduler issuing every 5 cycles; deeper pipelines and the L2 prefetches below no faster), so fewer
 # instructions a step should tell: sm_90 AOT at width 8 (CPU, results/indexer33_score_loop_peel_sass_cpu.txt) 277 (1)
 # and 256 (2) a 256-key step against the defaults' 331, no reloaded spill in the loop. No machine could be started
-# for its A/B in two sessions; it stays off until one shows it faster and its checks pass on a GPU (select_h200.sh
-# PART=speccheck SPECS="index_peel=1 index_peel=2 index_scan=0" TILES=index_peel=2).
+# for its A/B in three sessions; it stays off until one shows it faster and its checks pass on a GPU (select_h200.sh
+# PART=speccheck SPECS="index_peel=1 index_peel=2 index_scan=0" TILES=index_peel=2). Tried on the CPU, not kept: the
+# level-2 loop's score and page-table addresses carried as scalar pointers, so no 64-bit copy of the loop counter
+# feeds an address: 251 a step against 256 (sm_90 AOT, width 8), under 2%, not worth a level of its own.
 # Also built and timed, slower, reverted (commit a44cd92: Tiles.index_l2_ahead D): the pipelined score loop bringing the
 # pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
 # H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2
