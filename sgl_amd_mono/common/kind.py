@@ -40,9 +40,6 @@ class Buffer:
     dtype: Any  # str (DTYPES key) or Callable[[dims], torch.dtype]
     doc: str = ""
     is_strided: bool = False  # weights read through their strides (lowerings pass them by name)
-    # the most bytes a launch may address from the tensor's start (its rows x its row stride), a function of dims;
-    # None: no bound (e.g. the index-K pool read through 32-bit offsets: under 2 GiB)
-    max_bytes: Optional[Callable[[Any], Optional[int]]] = None
 
     def torch_dtype(self, dims) -> torch.dtype:
         return DTYPES[self.dtype] if isinstance(self.dtype, str) else self.dtype(dims)

@@ -70,10 +70,6 @@ CASES = {
     # pinned), then with the floors (a task's: the smallest of its 64 lanes' largest keys), which leave keys out
     "w3long": (3, torch.bfloat16, "index_compact=1", 2000),
     "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1", 2000),
-    # the pipelined score loop's whole steps unmasked, its partial last step alone; the long rows' also by 32-bit
-    # page offsets (index_peel 2)
-    "w3_index_peel": (3, torch.bfloat16, "index_peel=1"),
-    "w3long_index_peel": (3, torch.bfloat16, "index_compact=1,index_floor=1,index_peel=2", 2000),
 }
 
 

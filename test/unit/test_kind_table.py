@@ -18,7 +18,6 @@ from sgl_amd_mono.backends.triton.tiles import Tiles
 from sgl_amd_mono.common.kind import Buffer, KindTable, StageDef, check_task_counts
 from sgl_amd_mono.common.launch import LaunchOptions
 from sgl_amd_mono.glm53 import launch_inputs as li
-from sgl_amd_mono.glm53.config import INDEX_K_BYTES, INDEX_PAGE
 from sgl_amd_mono.glm53.kinds import shared
 from sgl_amd_mono.glm53.layer import layer_tensors
 
@@ -70,32 +69,6 @@ def test_a_buffer_missing_from_the_table_is_caught():
                      device="meta", options=LaunchOptions(n_programs=132), tiles=Tiles())
     missing = set(bad.kind.kernel.arg_names) - set(_kernel_args(bad, geo))
     assert missing == {"xs2_ptr"}
-
-
-@pytest.mark.parametrize("kind", ["indexer", "dense"])
-def test_an_index_k_pool_past_32_bit_offsets_is_refused(kind):
-    """index_peel 2 addresses the index-K pool by 32-bit page offsets, so a step whose pool spans 2 GiB or more is
-    refused by name; a pool a page smaller passes, and the 64-bit build (index_peel 1) takes the larger pool. The
-    control: the bound dropped from the buffer, and the larger pool is bound without a word."""
-    geo = li.glm53_geometry()
-    row = INDEX_PAGE * INDEX_K_BYTES  # a page: 64 keys of 128 fp8 bytes, then their 64 f32 scales
-    big, fits = 2 ** 31 // row + 1, (2 ** 31 - 1) // row
-
-    def step_with(pages, peel, *, drop_bound=False):
-        plan = kinds.plan(kind, geo, tp=8, width=2, kv_dtype=torch.bfloat16, device="meta",
-                          options=LaunchOptions(n_programs=132), tiles=Tiles(index_peel=peel))
-        if drop_bound:
-            plan.table = dataclasses.replace(plan.table, inputs=tuple(
-                dataclasses.replace(b, max_bytes=None) for b in plan.table.inputs))
-        step = {**plan.example_step(), **vars(li.meta_step(geo, width=2, context=4096, kv_dtype=torch.bfloat16))}
-        step["index_k_cache"] = torch.empty(pages, row, dtype=torch.uint8, device="meta")
-        return plan.step_args(step)
-
-    with pytest.raises(ValueError, match=f"index_k_cache spans {big * row} bytes, more than the {2 ** 31 - 1}"):
-        step_with(big, 2)
-    assert step_with(fits, 2)["stride_index_k_cache"] == row
-    assert step_with(big, 1)["stride_index_k_cache"] == row
-    assert step_with(big, 2, drop_bound=True)["stride_index_k_cache"] == row
 
 
 def _table(**kw):

@@ -93,9 +93,9 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
-    "w3_index_floor_slices", "w3long_index_floor", "w3_index_peel", "w3long_index_peel")] + [
+    "w3_index_floor_slices", "w3long_index_floor")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_peel")])
+                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -121,9 +121,7 @@ def test_index_atomics_change_no_bit(kind, case):
     in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
     list, the same bits. sel1 listing and counting only the keys at or above each decode row's floor from its score
     tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and
-    list, the same bits, and fewer keys listed. The pipelined loop's whole steps unmasked and a slice's partial last
-    step alone (index_peel, with and without floors; the long rows' keys addressed by 32-bit page offsets, 2): the
-    same loads and sums, the same bits (the partial step left out fails it). In every case the launch's digit-0 histogram equals torch's count over
+    list, the same bits, and fewer keys listed. In every case the launch's digit-0 histogram equals torch's count over
     its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)

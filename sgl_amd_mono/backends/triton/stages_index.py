@@ -264,23 +264,15 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
 
 @triton.jit
 def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.constexpr, LS: tl.constexpr,
-              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False,
-              FULL: tl.constexpr = False):
+              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False):
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
     (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM); FLOOR:
     each lane's largest score so far in mx [IBLK] (f32; a key past s1 scores 0.0 there, `lane_floor` allows for it).
-    FULL: every key of the block is below s1, so nothing is masked (a decode row counts only when its length, s1 or
-    more, is past LS: `score`). Returns (h0, mx)."""
+    Returns (h0, mx)."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
-    if FULL:
-        tl.store(scores_row_ptr + tt, sc)
-    else:
-        tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
+    tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
     if HIST:
-        if FULL:
-            hj = count_digit0(sc, None, hist_row_ptr, ATOM, W0)
-        else:
-            hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
+        hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
             h0 += hj
     if FLOOR:
@@ -308,7 +300,7 @@ def lane_floor(mx, C: tl.constexpr):
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0, PEEL: tl.constexpr = 0):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -323,10 +315,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     pipelined loop: the loop alone at 8192 keys a program with its page ids a step ahead streams 3.0 TB/s, with none
     loaded 3.6 (results/indexer15_h200_probe_score_lookahead.log).
     FLOOR > 0 (tiles.index_floor): also the slice's floor, an order key that at least FLOOR of its keys reach
-    (`lane_floor`; 0: none, and for slices under 16 blocks).
-    PEEL (tiles.index_peel, with AHEAD 2): 1 the loop over the slice's whole steps without masks (`page_block`,
-    `row_block` FULL), then its last, partial step (if any) alone with them: the same loads and sums, fewer
-    instructions a step; 2 also the pages' offsets 32-bit (`page_block` OFF32). Returns (h, the floor)."""
+    (`lane_floor`; 0: none, and for slices under 16 blocks). Returns (h, the floor)."""
     dims = tl.arange(0, ID)
     blk = tl.arange(0, IBLK)
     h0 = tl.zeros((BINS,), dtype=tl.int32)  # the row's digit-0 counts (one row: no [16, BINS] select a block)
@@ -351,19 +340,11 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
     elif AHEAD == 2:
         pg = tl.arange(0, IBLK // PAGE)
         pages = tl.load(pt + s0 // PAGE + pg, mask=s0 + pg * PAGE < s1, other=0)  # the first step's
-        sf = s1  # the end of the pipelined loop's steps: whole ones only with PEEL
-        if PEEL > 0:
-            sf = s0 + (s1 - s0) // IBLK * IBLK
-        for t0 in tl.range(s0, sf, IBLK, num_stages=PIPE):
-            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims, PEEL > 0, PEEL == 2)
+        for t0 in tl.range(s0, s1, IBLK, num_stages=PIPE):
+            k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
             h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
-                               ATOM, W0, FLOOR > 0, PEEL > 0)
-        if PEEL > 0:
-            if sf < s1:  # the last, partial step (its page ids loaded by the loop's last step, or before it)
-                k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, sf, s1, dims, False, PEEL == 2)
-                h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, sf + blk, s1, len0, h0, mx, HIST, LS, SWAP,
-                                   hist_row_ptr, ATOM, W0, FLOOR > 0)
+                               ATOM, W0, FLOOR > 0)
     else:
         if AHEAD:
             page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
@@ -390,7 +371,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
           HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          FLOOR: tl.constexpr = False, PEEL: tl.constexpr = 0):
+          FLOOR: tl.constexpr = False):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -407,8 +388,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     FLOOR (tiles.index_floor): each task also writes its floor at floor[t], an order key that at least
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
-    threshold (sel1 lists and counts none: `stages_select.select_digit`). PEEL: the pipelined loop's whole steps
-    unmasked, 2 also 32-bit page offsets (tiles.index_peel, `score_pipelined`)."""
+    threshold (sel1 lists and counts none: `stages_select.select_digit`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0
@@ -439,11 +419,11 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC, PEEL)
+                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC)
                     else:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr, ATOM, AHEAD, 8, PCH, 0, PEEL)
+                                                   hist_ptr, ATOM, AHEAD, 8, PCH)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
@@ -471,51 +451,24 @@ def key_ptrs(page, off, dims):
 
 
 @triton.jit
-def scale_offsets(page, off):
-    """Where the f32 scales of keys off (0 .. 63) of the index-K pages at page start (after the page's 64 keys:
-    `key_ptrs`), as page is: byte pointers, or offsets into the pool."""
-    return page + PAGE * KEY_BYTES + off * 4
-
-
-@triton.jit
 def scale_ptrs(page, off):
-    """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (`scale_offsets`)."""
-    return scale_offsets(page, off).to(tl.pointer_type(tl.float32))
+    """The f32 scales of keys off (0 .. 63) of the index-K pages whose bytes start at page (after the page's 64
+    keys: `key_ptrs`)."""
+    return (page + PAGE * KEY_BYTES + off * 4).to(tl.pointer_type(tl.float32))
 
 
 @triton.jit
-def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims, FULL: tl.constexpr = False,
-               OFF32: tl.constexpr = False):
+def page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, end, dims):
     """`key_block`'s keys and scales at positions t0 + [0, IBLK) below end, addressed by page: pages [IBLK / 64]
     the step's page ids, the keys loaded as an [IBLK / 64, 64, ID] tile (a page's 64 keys one contiguous run from
-    its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]. FULL: every
-    position is below end, loaded without masks. OFF32: a page's offset in the pool as a 32-bit product (the pool
-    under 2 GiB: the index_k_cache buffer's bound, checked at bind), not a 64-bit one."""
+    its base) and the scales as [IBLK / 64, 64], then laid out as key_block's [IBLK, ID] and [IBLK]."""
     NP: tl.constexpr = pages.shape[0]
     off = tl.arange(0, PAGE)
     tt = t0 + tl.arange(0, NP)[:, None] * PAGE + off[None, :]  # [NP, 64]
-    # Each address is built at its load: built once ahead of the FULL branch, the pipelined loop took 12 (64-bit) and
-    # 8 (OFF32) more sm_90 instructions a step (results/indexer33_score_loop_peel_sass_cpu.txt).
-    if OFF32:  # each address one 32-bit offset from the pool's start
-        po = pages * stride_index_k_cache
-        f32 = tl.pointer_type(tl.float32)
-        if FULL:
-            k = tl.load(index_k_cache_ptr + key_ptrs(po[:, None, None], off[None, :, None], dims[None, None, :]))
-            ks = tl.load((index_k_cache_ptr + scale_offsets(po[:, None], off[None, :])).to(f32))
-        else:
-            k = tl.load(index_k_cache_ptr + key_ptrs(po[:, None, None], off[None, :, None], dims[None, None, :]),
-                        mask=(tt < end)[:, :, None], other=0)
-            ks = tl.load((index_k_cache_ptr + scale_offsets(po[:, None], off[None, :])).to(f32), mask=tt < end,
-                         other=0.0)
-    else:
-        pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
-        if FULL:
-            k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]))
-            ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]))
-        else:
-            k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]),
-                        mask=(tt < end)[:, :, None], other=0)
-            ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]), mask=tt < end, other=0.0)
+    pbase = index_k_cache_ptr + pages.to(tl.int64) * stride_index_k_cache
+    k = tl.load(key_ptrs(pbase[:, None, None], off[None, :, None], dims[None, None, :]), mask=(tt < end)[:, :, None],
+                other=0)
+    ks = tl.load(scale_ptrs(pbase[:, None], off[None, :]), mask=tt < end, other=0.0)
     return (tl.reshape(k, (NP * PAGE, dims.shape[0])).to(tl.float8e4nv, bitcast=True), tl.reshape(ks, (NP * PAGE,)))
 
 

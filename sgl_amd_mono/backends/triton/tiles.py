@@ -324,9 +324,6 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
-    # index_peel: 1 the pipelined score loop's whole steps unmasked, a partial last step alone; 2 also their keys
-    # addressed by 32-bit offsets into the pool (one under 2 GiB, checked at bind; tiles_index.py: untimed)
-    index_peel: int = 0
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -494,10 +491,6 @@ class Tiles:
                              "by atomics as it lists")
         if self.index_floor not in (-1, 0, 1):
             raise ValueError(f"index_floor {self.index_floor} is not -1 (by width), 0 or 1")
-        if self.index_peel not in (0, 1, 2):
-            raise ValueError(f"index_peel {self.index_peel} is not 0, 1 or 2 (2: also 32-bit key offsets)")
-        if self.index_peel and (self.index_ahead != 2 or self.index_page_chunk):
-            raise ValueError("index_peel needs index_ahead 2 and index_page_chunk 0 (the loop it peels)")
         if self.index_relist < 0:
             raise ValueError(f"index_relist {self.index_relist} is negative (the fewest keys of a list sel2 "
                              "relists; 0: none)")

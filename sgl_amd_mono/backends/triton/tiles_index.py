@@ -57,18 +57,19 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # (results/indexer32_h100_check_topk_decode_floor.log); the first build's at 8K / 128K / 300K
 # (results/indexer31_h100_check_topk_decode_floor.log).
 INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
-# Built, not yet timed (Tiles.index_peel, off): 1, the pipelined score loop over a slice's whole steps without masks
-# and its partial last step (if any) alone with them; 2, also each key's and scale's address one 32-bit offset from
-# the pool's start (the index-K pool under 2 GiB: Buffer.max_bytes, refused by name at bind). The same bits
-# (interpreter: w3_index_peel with 1, w3long_index_peel with 2 and the floors). The loop is bound by its instructions'
-# latency rather than by HBM (Nsight Compute at 128K 8 rows, results/indexer29_h200_ncu_indexer_w8_131072.log: its top
-# stall `wait`, a scheduler issuing every 5 cycles; deeper pipelines and the L2 prefetches below no faster), so fewer
-# instructions a step should tell: sm_90 AOT at width 8 (CPU, results/indexer33_score_loop_peel_sass_cpu.txt) 277 (1)
-# and 256 (2) a 256-key step against the defaults' 331, no reloaded spill in the loop. No machine could be started
-# for its A/B in three sessions; it stays off until one shows it faster and its checks pass on a GPU (select_h200.sh
-# PART=speccheck SPECS="index_peel=1 index_peel=2 index_scan=0" TILES=index_peel=2). Tried on the CPU, not kept: the
-# level-2 loop's score and page-table addresses carried as scalar pointers, so no 64-bit copy of the loop counter
-# feeds an address: 251 a step against 256 (sm_90 AOT, width 8), under 2%, not worth a level of its own.
+# Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
+# pipelined score loop over a slice's whole steps without masks, its partial last step alone; 2, also each key's and
+# scale's address one 32-bit offset from the pool's start (the pool bounded under 2 GiB at bind). The same bits under
+# the interpreter; 277 (1) and 256 (2) sm_90 instructions a 256-key step against the defaults' 331 (AOT on a CPU,
+# results/indexer33_score_loop_peel_sass_cpu.txt). H100, one process, TP8, a decode row a request, the defaults
+# first, index_scan 0 (the defaults again) last (results/indexer34_h100_specs_peel_w1w8.log), rows 1 / 8: 8K 133.2 /
+# 223.7 us -> 131.9 / 225.9 (1), 132.4 / 224.9 (2), 132.0 / 224.9; 128K 144.1 / 286.6 -> 143.2 / 287.4 (1), 143.2 /
+# 286.9 (2), 142.4 / 287.6. 2's check_layer (TP8 bf16 rows 1 / 8, 8K / 128K) and check_topk (the decode shape at
+# 128K / 300K) 0 failures (results/indexer34_h100_check_*_peel2.log). The loop's instructions do not bound it: the
+# loop alone (probe_score.py, 8192 keys a program, 132 programs, H100, results/indexer34_h100_probe_score_hist_floor
+# .log) streams 2.46 TB/s of the card's 3.17 as the launch runs it at 8 rows (digit 0 by atomics, the floor: 58.0 us),
+# 2.51 without digit 0 (56.8), 2.54 without either (56.2): so moving digit 0 out of the score loop would gain about
+# 1.2 us at 128K 8 rows, not tried.
 # Also built and timed, slower, reverted (commit a44cd92: Tiles.index_l2_ahead D): the pipelined score loop bringing the
 # pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
 # H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2

@@ -79,8 +79,7 @@ def hist1_copies(d) -> int:
 
 INDEX_INPUTS = (
     B("index_k_cache", lambda d: (None, INDEX_PAGE * INDEX_K_BYTES), "u8",
-      "SGLang's index-K pool of the layer [pages, 64 x 128 fp8 bytes then 64 f32 scales], written in place",
-      max_bytes=lambda d: 2 ** 31 - 1 if d.tiles.index_peel == 2 else None),  # its pages' 32-bit offsets
+      "SGLang's index-K pool of the layer [pages, 64 x 128 fp8 bytes then 64 f32 scales], written in place"),
     B("page_table", lambda d: (d.R, d.PMAX), "i32", "each row's 64-token page ids (real_page_table)"),
     B("lengths", lambda d: (d.R,), "i32", "keys each row reads (its own included); pad rows 1"),
     B("rows_per_req", lambda d: (1,), "i32", "consecutive rows of one request (N of an MTP verify, 1 in decode)"),

@@ -49,11 +49,12 @@ def _program_row(iq_ptr, head_w_ptr, n_keys, IH: tl.constexpr, ID: tl.constexpr)
 def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, hist_ptr,
                  n_keys, PMAX: tl.constexpr, IBLK: tl.constexpr, IH: tl.constexpr, ID: tl.constexpr,
                  HIST: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr, ATOM: tl.constexpr,
-                 AHEAD: tl.constexpr, COPIES: tl.constexpr = 1, PCH: tl.constexpr = 0):
+                 AHEAD: tl.constexpr, COPIES: tl.constexpr = 1, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0):
     """grid = (programs,): program p scores keys [p n_keys, (p + 1) n_keys) of one row's page table. PIPE 0: the
     next block's keys and the page ids after them loaded a step ahead by hand (`stages_index.score`); PIPE > 1:
     the loads inside the loop, software-pipelined by Triton over PIPE stages. ATOM: into copy pid % COPIES of the
-    histogram (256 bins each). PCH: the pipelined loop's page ids a chunk of PCH steps at once."""
+    histogram (256 bins each). PCH: the pipelined loop's page ids a chunk of PCH steps at once. FLOOR (PIPE > 1):
+    also the slice's floor of FLOOR keys (`stages_index.lane_floor`), stored after the histograms."""
     pid = tl.program_id(0)
     hist_ptr += (pid % COPIES) * 256
     dims = tl.arange(0, ID)
@@ -73,8 +74,11 @@ def _score_probe(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pa
             h = index.score_keys(q0, hw0, k, ks, scores_ptr, tt, s1, h, 0, s1, HIST, 0, SWAP, hist_ptr, ATOM)
             k, ks = k_next, ks_next
     else:  # the launch's own loop (its row's histogram at hist_ptr)
-        h = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, scores_ptr, h,
-                                  s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD, 8, PCH)
+        h, floor = index.score_pipelined(q0, hw0, s1, index_k_cache_ptr, stride_index_k_cache, page_table_ptr,
+                                         scores_ptr, h, s0, s1, HIST, ID, IBLK, 0, SWAP, PIPE, hist_ptr, ATOM, AHEAD, 8,
+                                         PCH, FLOOR)
+        if FLOOR > 0:
+            tl.store((hist_ptr + (COPIES - pid % COPIES) * 256).to(tl.pointer_type(tl.int64)) + pid, floor)
     if not ATOM:
         tl.atomic_add(hist_ptr + tl.arange(0, 256), tl.sum(h, axis=0), sem="relaxed")
 
@@ -237,17 +241,19 @@ def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, at
 
 
 def _variant(text: str) -> tuple:
-    """'H,S,P,A[,AH[,COPIES]]' (0 / 1, 0 / 1, a pipeline depth, 0 / 1[, 0 / 1[, copies]]) -> a VARIANTS tuple,
-    COPIES appended when given."""
+    """'H,S,P,A[,AH[,COPIES[,FLOOR]]]' (0 / 1, 0 / 1, a pipeline depth, 0 / 1[, 0 / 1 / 2 (Tiles.index_ahead)[,
+    copies[, the keys a slice's floor guarantees (Tiles.index_floor: ceil(2048 / slices); 0 none)]]]) -> a VARIANTS
+    tuple, COPIES and FLOOR appended when given."""
     try:
         v = [int(x) for x in text.split(",")]
         h, s, p, at = v[:4]
         ahead = v[4] if len(v) >= 5 else 0
-        if len(v) not in (4, 5, 6) or (len(v) == 6 and v[5] < 1):
+        if len(v) not in (4, 5, 6, 7) or (len(v) >= 6 and v[5] < 1) or ahead not in (0, 1, 2):
             raise ValueError
     except ValueError:
-        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM[,AHEAD[,COPIES]] (integers, e.g. 1,1,3,1,1,16)")
-    return (bool(h), bool(s), p, bool(at), bool(ahead), *v[5:])
+        raise SystemExit(f"variant {text!r} is not HIST,SWAP,PIPE,ATOM[,AHEAD[,COPIES[,FLOOR]]] (integers, e.g. "
+                         "1,1,3,1,2,16,128)")
+    return (bool(h), bool(s), p, bool(at), ahead, *v[5:])
 
 
 def sass_report(iblk: int, variants) -> None:
@@ -314,20 +320,21 @@ def main():
         iq = torch.randn(IH, ID, device="cuda", generator=g).to(torch.float8_e4m3fn)
         hw = torch.randn(IH, device="cuda", generator=g)
         scores = torch.empty(keys * nprog, device="cuda")
-        hist = torch.zeros(256 * nprog, dtype=torch.int32, device="cuda")
+        hist = torch.zeros((256 + 2) * nprog, dtype=torch.int32, device="cuda")  # then FLOOR's floors (i64)
         for order, (h, sw, pipe, atom, ahead, *more), pch in ((o, v, c) for o in a.orders for v in variants
                                                              for c in a.page_chunk):
             pt = tables[order].to(torch.int32)
             copies = more[0] if more else 1
+            floor = more[1] if len(more) > 1 else 0
             if pch and not pipe:
                 continue
 
-            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies, pch=pch, pt=pt):
+            def fn(h=h, sw=sw, pipe=pipe, atom=atom, ahead=ahead, copies=copies, pch=pch, pt=pt, floor=floor):
                 _score_probe[(nprog,)](iq, hw, cache, cache.stride(0), pt, scores, hist, keys, PMAX=pmax, IBLK=iblk,
                                        IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead,
-                                       COPIES=copies, PCH=pch, num_warps=8)
+                                       COPIES=copies, PCH=pch, FLOOR=floor, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
-                    f"AHEAD={ahead} COPIES={copies}{f' page ids {pch} steps at once' if pch else ''} pages {order}")
+                    f"AHEAD={ahead} COPIES={copies} FLOOR={floor}{f' page ids {pch} steps at once' if pch else ''} pages {order}")
             _report(name, fn, keys * nprog)
         pt = tables["random"].to(torch.int32)  # the lookahead, paged and TMA loops': time_layers' placement
         for pipe, h in a.paged:
