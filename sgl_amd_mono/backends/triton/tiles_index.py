@@ -69,7 +69,13 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # loop alone (probe_score.py, 8192 keys a program, 132 programs, H100, results/indexer34_h100_probe_score_hist_floor
 # .log) streams 2.46 TB/s of the card's 3.17 as the launch runs it at 8 rows (digit 0 by atomics, the floor: 58.0 us),
 # 2.51 without digit 0 (56.8), 2.54 without either (56.2): so moving digit 0 out of the score loop would gain about
-# 1.2 us at 128K 8 rows, not tried.
+# 1.2 us at 128K 8 rows, not tried. Another H100 (results/indexer34_h100_probe_score_page_chunk.log): 58.2 us as the
+# launch runs it, 56.0 with its page ids picked from 32 steps' at once (Tiles.index_page_chunk 32), 54.3 with neither
+# digit 0 nor the floor; 52.8 without the page table (pages in order, no floor or digit 0: this loop's ceiling). In
+# the launch the chunks are no faster (the same machine, one process, the defaults first, index_scan 0 the defaults
+# again: results/indexer34_h100_specs_page_chunk_w1w8.log), rows 1 / 8: 8K 132.4 / 220.7 us -> 131.7 / 221.8 (32),
+# 131.0 / 220.9 (16), 131.6 / 221.6; 128K 143.9 / 283.2 -> 142.6 / 283.5, 142.1 / 283.3, 142.6 / 282.4 (32's
+# check_layer and check_topk there: 0 failures).
 # Also built and timed, slower, reverted (commit a44cd92: Tiles.index_l2_ahead D): the pipelined score loop bringing the
 # pages D steps ahead into L2 (cp.async.bulk.prefetch.L2, a page a thread), more bytes in flight than its buffers hold.
 # H100, the same process as the floor's above, 8 rows, 8K / 128K: defaults 223.5 / 289.2 and 225.3 / 288.7 us; D 2
