@@ -232,11 +232,11 @@ def page_orders(pages: int, per_program: int, g: torch.Generator, device) -> dic
 
 
 def _sig(hist: bool, iblk: int, pmax: int, swap: bool = False, pipe: int = 0, atom: bool = False,
-         ahead: bool = False, copies: int = 1, pch: int = 0) -> tuple[dict, dict]:
+         ahead: int = 0, copies: int = 1, floor: int = 0, pch: int = 0) -> tuple[dict, dict]:
     sig = {"iq_ptr": "*fp8e4nv", "head_w_ptr": "*fp32", "index_k_cache_ptr": "*u8", "stride_index_k_cache": "i32",
            "page_table_ptr": "*i32", "scores_ptr": "*fp32", "hist_ptr": "*i32", "n_keys": "i32"}
     consts = {"PMAX": pmax, "IBLK": iblk, "IH": IH, "ID": ID, "HIST": hist, "SWAP": swap, "PIPE": pipe, "ATOM": atom,
-              "AHEAD": ahead, "COPIES": copies, "PCH": pch}
+              "AHEAD": ahead, "COPIES": copies, "PCH": pch, "FLOOR": floor}
     return sig, consts
 
 
@@ -268,7 +268,8 @@ def sass_report(iblk: int, variants) -> None:
         from sgl_amd_mono.backends.triton.survey import _ptxas_usage
 
         use = _ptxas_usage(ptx)
-        print(f"HIST={hist} SWAP={swap} PIPE={pipe} ATOM={atom} AHEAD={ahead} IBLK={iblk}: registers {use['regs']}, "
+        print(f"HIST={hist} SWAP={swap} PIPE={pipe} ATOM={atom} AHEAD={ahead} COPIES,FLOOR={more} IBLK={iblk}: "
+              f"registers {use['regs']}, "
               f"spill bytes {use['spill_bytes']}; loop body {sum(mix.values())} instructions", flush=True)
         print("  " + ", ".join(f"{op} {n}" for op, n in mix.most_common(40)), flush=True)
         wide = collections.Counter(w for w in ("ld.global.v4", "ld.global.v2", "ld.global.b8", "ld.global.u8",
@@ -334,7 +335,8 @@ def main():
                                        IH=IH, ID=ID, HIST=h, SWAP=sw, PIPE=pipe, ATOM=atom, AHEAD=ahead,
                                        COPIES=copies, PCH=pch, FLOOR=floor, num_warps=8)
             name = (f"keys {keys} a program, {nprog} programs, IBLK={iblk} HIST={h} SWAP={sw} PIPE={pipe} ATOM={atom} "
-                    f"AHEAD={ahead} COPIES={copies} FLOOR={floor}{f' page ids {pch} steps at once' if pch else ''} pages {order}")
+                    f"AHEAD={ahead} COPIES={copies} FLOOR={floor}{f' page ids {pch} steps at once' if pch else ''} "
+                    f"pages {order}")
             _report(name, fn, keys * nprog)
         pt = tables["random"].to(torch.int32)  # the lookahead, paged and TMA loops': time_layers' placement
         for pipe, h in a.paged:
