@@ -70,6 +70,12 @@ CASES = {
     # pinned), then with the floors (a task's: the smallest of its 64 lanes' largest keys), which leave keys out
     "w3long": (3, torch.bfloat16, "index_compact=1", 2000),
     "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1", 2000),
+    # sel1 counting digits 1 and 2 as a pair, sel3 finding both (sel2 passed): over sel1's lists (w3's width lists),
+    # over the slices' scores (no lists), with the floors, and at 2000 keys with the floors
+    "w3_index_pair": (3, torch.bfloat16, "index_pair=1"),
+    "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
+    "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
+    "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
 }
 
 
@@ -162,6 +168,26 @@ def floors_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) ->
             if not listed_exactly(s, row, a, b, int(s["ncand"].view(d.R, d.NSL)[row, sl]), keys, keep):
                 return False, cut
     return True, cut
+
+
+def pairs_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> bool:
+    """With index_pair: the last launch's pair histogram (hist_pair[epoch % 2]) equals torch's count of the 16 bits
+    below digit 0 (digits 1 and 2) over each sliced row's keys at its 8-bit prefix (kept1) and, with the floors, at or
+    above the row's floor (rows of at most LS keys: none counted). plant: one count off by one first (the check's own
+    control)."""
+    c, d, s = kinds.get(kind).constexprs(plan.dims), plan.dims, plan.scratch
+    got = s["hist_pair"].view(2, d.R, -1)[plan.sync.epoch & 1].clone()
+    if plant:
+        got[0, 0] += 1
+    want = torch.zeros_like(got)
+    for row, n in enumerate(lengths.tolist()):
+        if n > c["LS"]:
+            keys = order_keys(s["scores"][row, :n])
+            at = (keys >> 24) == int(s["kept1"][row, 1])
+            if c["IFLOOR"]:
+                at &= keys >= int(s["floor"].view(d.R, d.NSL)[row].amin())
+            want[row] = torch.bincount((keys[at] >> 8) & 0xFFFF, minlength=got.shape[1]).to(got.dtype)
+    return bool(torch.equal(got, want))
 
 
 def combined_control(kc, geo, weights):
@@ -367,6 +393,9 @@ def main(kind: str, case: str) -> None:
             outs_c = dict(outs_c, **({"scores": scores} if scores is not None else {}))
             vals = kc.compare(geo, outs_c, caches, ref, caches_ref, step, plan, weights)
             res["output_controls"][name] = {b: vals[b] for b in bounds}
+    if plan.tiles.index_pair:  # after the last launch, whose parity an earlier one used: its zeroing shows too
+        res["pairs_ok"], res["pairs_epoch"] = pairs_match(plan, kind, step.lengths), plan.sync.epoch
+        res["pairs_planted_caught"] = not pairs_match(plan, kind, step.lengths, plant=True)
     print(json.dumps(res))
 
 

@@ -93,9 +93,10 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
-    "w3_index_floor_slices", "w3long_index_floor")] + [
+    "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair", "w3_index_pair_scan", "w3_index_pair_floor",
+    "w3long_index_pair")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor")])
+                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -121,8 +122,11 @@ def test_index_atomics_change_no_bit(kind, case):
     in steps or in tiles, or only the lists of at least 60 keys (two slices, one relisted): the same counts and
     list, the same bits. sel1 listing and counting only the keys at or above each decode row's floor from its score
     tasks (index_floor: a task's floor from its lanes' largest keys, one slice a row or two): the same digits and
-    list, the same bits, and fewer keys listed. In every case the launch's digit-0 histogram equals torch's count over
-    its own scores (and one count planted off by one fails)."""
+    list, the same bits, and fewer keys listed. sel1 counting digits 1 and 2 as one 16-bit digit and sel3 finding both
+    (index_pair, sel2 passed), over sel1's lists, over the slices' scores, with the floors: the same digits and list,
+    the same bits, and the pair histogram torch's count over the launch's own keys after a launch on a parity an
+    earlier one used (so its zeroing too; one count planted off by one fails). In every case the launch's digit-0
+    histogram equals torch's count over its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
@@ -137,6 +141,9 @@ def test_index_atomics_change_no_bit(kind, case):
         assert (res.get("floors_ok"), res.get("floors_planted_caught")) == (True, True), res.get("floors_ok")
         # at 300 keys no slice has a floor (under 16 blocks); at 2000 a slice's 64 lanes hold 31-32 keys
         assert (res["floors_cut"] > 0) == case.startswith("w3long"), res["floors_cut"]
+    if "pair" in case:
+        assert (res.get("pairs_ok"), res.get("pairs_planted_caught")) == (True, True), res.get("pairs_ok")
+        assert res["pairs_epoch"] >= 3, res["pairs_epoch"]  # three launches: the last on the first's parity
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
 

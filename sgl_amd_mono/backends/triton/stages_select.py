@@ -5,7 +5,8 @@ A row of L keys takes one of three paths, by L alone (every program reads the sa
 agrees):
   * L <= KTOP: every position in order, then -1 (one task, in stage sel1);
   * KTOP < L <= LS (LS = max(KTOP, ISHORT)): one task selects the whole list from the row's scores held in
-    registers (`select_row`, stage sel1): the KTOP-th largest key found a bit at a time from the top;
+    registers (`stages_select_row.select_row`, stage sel1): the KTOP-th largest key found a bit at a time from the
+    top;
   * L > LS: the sliced radix select. Keys are compared as order-preserving uint32 (`order_key`); the KTOP-th
     largest is found digit by digit (from the top: four of 8 bits, or 12, 12 and 8 bits, the table's
     `radix_digits`; the last always 8 bits): a digit's histogram is accumulated
@@ -26,10 +27,13 @@ import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+from sgl_amd_mono.glm53.kinds.indexer import RADIX_PAIR_BINS
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
 # a thread at the kernels' 8 warps
 EMIT_ROWS: tl.constexpr = tl.constexpr(256)
+PAIR_BINS: tl.constexpr = tl.constexpr(RADIX_PAIR_BINS)  # a row's pair histogram (tiles.index_pair): two 8-bit digits
+PAIR_ZERO: tl.constexpr = tl.constexpr(2048)  # its bins a zeroing task clears
 
 
 @triton.jit
@@ -53,7 +57,7 @@ def digit_of(h, need, prefix, NB: tl.constexpr = BINS, PACKED: tl.constexpr = Fa
 
 @triton.jit
 def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.constexpr, HCP: tl.constexpr,
-                 NBP: tl.constexpr = BINS, PACKED: tl.constexpr = False):
+                 NBP: tl.constexpr = BINS, PACKED: tl.constexpr = False, pair_ptr=None, PAIR: tl.constexpr = False):
     """(need, prefix) after the digits through the one counted in hist_prev of row r's select: prefix = the top
     bits of its KTOP-th largest key, need = how many keys with that prefix the list still takes. The digits before
     it as the stage before kept them (kept[r]: `keep_prefix`; none when FIRST, hist_prev being digit 0's) and that
@@ -61,7 +65,10 @@ def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.
     found a stage. row: the row's histogram in this parity (parity R + r; its copies start at row HCP NBP).
     A histogram of more than 256 bins is read as NBP / 256 groups of 256: the group first (`digit_of` over the
     groups' sums), then the bin in it, so no scan runs over more than 256 values. PACKED (tiles.index_packed_counts):
-    a histogram's copies added bin by bin in each thread (no reduction across them), and `digit_of` PACKED."""
+    a histogram's copies added bin by bin in each thread (no reduction across them), and `digit_of` PACKED.
+    PAIR (tiles.index_pair): then the next digit too, from the row's pair histogram at pair_ptr (sel1's: the next
+    two digits of the keys at the prefix before hist_prev's digit, PAIR_BINS bins a row), its group of 256 at the
+    digit just found: two digits a stage."""
     if FIRST:
         need = KTOP + row * 0
         prefix = (row * 0).to(tl.int64)
@@ -88,6 +95,10 @@ def found_prefix(kept_ptr, hist_prev_ptr, r, row, KTOP: tl.constexpr, FIRST: tl.
         need, g = digit_of(gsum, need, (row * 0).to(tl.int64), G, PACKED)  # the group: need is left among its keys
         h = tl.sum(tl.where(groups[:, None] == g.to(tl.int32), h2, 0), axis=0)
         need, prefix = digit_of(h, need, prefix * G + g, BINS, PACKED)
+    if PAIR:
+        hp = tl.load(pair_ptr + row * PAIR_BINS + (prefix & (BINS - 1)).to(tl.int32) * BINS + bins,
+                     cache_modifier=".cg")
+        need, prefix = digit_of(hp, need, prefix, BINS, PACKED)
     return need, prefix
 
 
@@ -134,7 +145,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  ISCAN: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
-                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False):
+                 PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
+                 pair_ptr=None, PAIR: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -154,7 +166,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     `found_prefix`'s (tiles.index_packed_counts). FLOOR (tiles.index_floor, LIST 1 only): the list and the counts
     only of the keys at or above the row's floor, the smallest of its NSL score tasks' (`stages_index.score`: at
     least KTOP keys reach it, so it is at or below the row's threshold, and every key the stages after count or
-    list is at or above it): the same digits and list.
+    list is at or above it): the same digits and list. PAIR (tiles.index_pair, four digits): 1 (sel1), each key it
+    counts also counted by one atomic at its next 16 bits (digits 1 and 2) into the row's pair histogram at
+    pair_ptr[epoch % 2] (the other parity zeroed, `zero_pairs`); 2 (sel3, stage sel2 passed), the digits 1 and 2
+    both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the same digits.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -162,6 +177,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     LAST: tl.constexpr = HI + W == 32
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
+    if PAIR == 1:
+        zero_pairs(pair_ptr, parity, pid, R, NPROG)
     ATOMS: tl.constexpr = SATOM and not LAST
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
@@ -190,14 +207,15 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             if LIST >= 2:
                 s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
             need, prefix = found_prefix(kept_prev_ptr, hist_prev_ptr, r, parity * R + r, KTOP, HI == WP, HCP,
-                                        1 << WP, PACKED)
+                                        1 << WP, PACKED, pair_ptr, PAIR == 2)
             hist_row_ptr = hist_out_ptr + ((parity * R + r) * HCO + t % HCO) * NB  # the task's copy of the row's
+            pair_row_ptr = pair_ptr + (parity * R + r) * PAIR_BINS if PAIR == 1 else None
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
             above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                                       r * SCOL + s0, HI, W, LK, floor)
+                                       r * SCOL + s0, HI, W, LK, floor, pair_row_ptr)
                 tl.store(ncand_ptr + t, n_listed)
             elif LIST == 3:  # a list of fewer than RL keys counted, not relisted (sel3 and emit scan it as it is)
                 relisting = s1 - s0 >= RL
@@ -217,6 +235,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                     do_hist = not ATOMS  # digit 1: most blocks hold a key at the 8-bit prefix
                     if ATOMS:
                         tl.atomic_add(hist_row_ptr + digit, 1, mask=hit, sem="relaxed")
+                        if PAIR == 1:
+                            count_pair(u, hit, pair_row_ptr, HI)
                     elif HI > WP:  # past digit 1
                         if LAST:  # hits and keys above the prefix in one sum (each < 2^16 a block)
                             both = tl.sum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
@@ -249,14 +269,17 @@ def chunk_offsets(K: tl.constexpr):
 
 @triton.jit
 def list_chunk(u, pos, valid, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst, HI: tl.constexpr,
-               W: tl.constexpr, listing=True):
+               W: tl.constexpr, listing=True, pair_row_ptr=None):
     """One [EMIT_ROWS, K] chunk of order keys u at row positions pos (where valid), of `list_chunks` or
     `relist_chunks`: each key whose top HI bits are the prefix counted by one atomic at its digit (W bits below
-    them) into hist_row_ptr, and (where listing) the keys at or above the prefix listed in order from dst
-    (positions at cand_pos_ptr, order keys at cand_key_ptr). Returns its keys listed (0 where not listing)."""
+    them) into hist_row_ptr (and, given pair_row_ptr, at its next 16 bits there: `count_pair`), and (where listing)
+    the keys at or above the prefix listed in order from dst (positions at cand_pos_ptr, order keys at
+    cand_key_ptr). Returns its keys listed (0 where not listing)."""
     high = (u >> (32 - HI)).to(tl.int64)
     digit = ((u >> (32 - HI - W)) & ((1 << W) - 1)).to(tl.int32)
     tl.atomic_add(hist_row_ptr + digit, 1, mask=valid & (high == prefix), sem="relaxed")
+    if pair_row_ptr is not None:
+        count_pair(u, valid & (high == prefix), pair_row_ptr, HI)
     n = dst * 0
     if listing:
         keep = (valid & (high >= prefix)).to(tl.int32)
@@ -269,6 +292,23 @@ def list_chunk(u, pos, valid, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, 
 
 
 @triton.jit
+def count_pair(u, hit, pair_row_ptr, HI: tl.constexpr):
+    """The order keys u where hit, each counted by one integer atomic at its 16 bits below the top HI (the next two
+    8-bit digits) into a row's pair histogram (PAIR_BINS bins at pair_row_ptr): tiles.index_pair."""
+    tl.atomic_add(pair_row_ptr + ((u >> (16 - HI)) & (PAIR_BINS - 1)).to(tl.int32), 1, mask=hit, sem="relaxed")
+
+
+@triton.jit
+def zero_pairs(pair_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr):
+    """The other parity's pair histograms ([2, R, PAIR_BINS]: R x PAIR_BINS bins) zeroed for the next launch, in
+    tasks of PAIR_ZERO bins spread over the programs (a row's 65536 bins are too many for one program's
+    registers)."""
+    base = pair_ptr + (1 - parity) * (R * PAIR_BINS)
+    for c in tl.range(pid, R * (PAIR_BINS // PAIR_ZERO), NPROG, num_stages=1):
+        tl.store(base + c * PAIR_ZERO + tl.arange(0, PAIR_ZERO), tl.zeros((PAIR_ZERO,), dtype=tl.int32))
+
+
+@triton.jit
 def list_tail(s0, s1, K: tl.constexpr):
     """Where `list_chunks`' whole [EMIT_ROWS, K] chunks of a slice [s0, s1) end (its last keys go EMIT_ROWS at a
     time)."""
@@ -277,14 +317,15 @@ def list_tail(s0, s1, K: tl.constexpr):
 
 @triton.jit
 def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
-                W: tl.constexpr, K: tl.constexpr, floor):
+                W: tl.constexpr, K: tl.constexpr, floor, pair_row_ptr=None):
     """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src: each key whose top HI bits are the prefix
     counted by one atomic at its digit (W bits below them) into hist_row_ptr, and the keys at or above the prefix
     listed in position order from dst0 (their positions in the row at cand_pos, their order keys at cand_key), in
     [EMIT_ROWS, K] chunks (`chunk_offsets`: a key's place from a scan along its tile row plus one block-wide scan
     of the rows' totals a chunk), then the keys past the whole chunks (`list_tail`) in [EMIT_ROWS, 1] chunks, so no
     chunk is mostly past the slice's end. x: the first whole chunk's scores, x1: the first short one's (loaded).
-    Only keys at or above floor (an order key; 0: every key) are counted or listed. Returns the keys listed."""
+    Only keys at or above floor (an order key; 0: every key) are counted or listed. pair_row_ptr: `list_chunk`'s.
+    Returns the keys listed."""
     CH: tl.constexpr = EMIT_ROWS * K
     offs = chunk_offsets(K)
     one = chunk_offsets(1)
@@ -295,14 +336,14 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
         x_next = load_step(src, tt + CH, tail, False)
         u = order_key(x)
         listed += list_chunk(u, tt, (tt < s1) & (u >= floor), prefix, hist_row_ptr, cand_pos_ptr,
-                             cand_key_ptr, dst0 + listed, HI, W)
+                             cand_key_ptr, dst0 + listed, HI, W, True, pair_row_ptr)
         x = x_next
     for c0 in tl.range(tail, s1, EMIT_ROWS, num_stages=1):  # prefetched by hand, a chunk ahead
         tt = c0 + one
         x1_next = load_step(src, tt + EMIT_ROWS, s1, False)
         u = order_key(x1)
         listed += list_chunk(u, tt, (tt < s1) & (u >= floor), prefix, hist_row_ptr, cand_pos_ptr,
-                             cand_key_ptr, dst0 + listed, HI, W)
+                             cand_key_ptr, dst0 + listed, HI, W, True, pair_row_ptr)
         x1 = x1_next
     return listed
 
@@ -330,63 +371,6 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
         x = x_next
         p = p_next
     return kept
-
-
-@triton.jit
-def signed_key(x):
-    """f32 -> int32 whose signed order is the floats' (order_key(x) - 2^31: -0.0 below +0.0)."""
-    b = x.to(tl.int32, bitcast=True)
-    return tl.where(b < 0, b ^ 0x7FFFFFFF, b)
-
-
-@triton.jit
-def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr, PMAX: tl.constexpr,
-               ISHORT: tl.constexpr):
-    """Row r's whole list in one task, for KTOP < rlen <= ISHORT: its scores in registers (ISHORT / 256 a
-    thread), the KTOP-th largest key u* found a bit at a time from the top (the largest threshold with KTOP keys
-    at or above it: 32 counts), then the keys above u* at entries [0, above) and the first KTOP - above keys at
-    u* after them, each in position order (prefix sums), as physical slots. The list of the exactness rule, as
-    the sliced radix select's."""
-    tt = tl.arange(0, ISHORT)
-    valid = tt < rlen
-    x = tl.load(scores_ptr + r * (PMAX * PAGE) + tt, mask=valid, other=0.0, cache_modifier=".cg")
-    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=valid, other=0)
-    sk = signed_key(x)
-    thr = (rlen * 0).to(tl.int64)  # u*'s bits found so far, as order_key's uint32 value
-    one = thr + 1
-    for b in tl.static_range(32):
-        cand = thr | (one << (31 - b))
-        n = tl.sum((valid & (sk >= (cand - (one << 31)).to(tl.int32))).to(tl.int32), axis=0)
-        thr = tl.where(n >= KTOP, cand, thr)
-    thr_s = (thr - (one << 31)).to(tl.int32)
-    is_above = valid & (sk > thr_s)
-    is_at = valid & (sk == thr_s)
-    above = tl.sum(is_above.to(tl.int32), axis=0)
-    rank_at = tl.cumsum(is_at.to(tl.int32), axis=0) - 1
-    dest = tl.where(is_above, tl.cumsum(is_above.to(tl.int32), axis=0) - 1, above + rank_at)
-    tl.store(topk_ptr + r * KTOP + dest, page * PAGE + tt % PAGE, mask=is_above | (is_at & (rank_at < KTOP - above)))
-
-
-@triton.jit
-def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
-                KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
-                SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
-    """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
-    keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
-    one: `select_row`."""
-    KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen <= KTOP:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            for k0 in range(0, KTOP, KB):
-                tt = k0 + tl.arange(0, KB)
-                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
-                tl.store(topk_ptr + r * KTOP + tt, tl.where(tt < rlen, page * PAGE + tt % PAGE, -1))
-        if ISHORT > KTOP:
-            if (rlen > KTOP) & (rlen <= LS):
-                count_task(task_count_ptr, S, COUNT_TASKS)
-                select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
 
 
 @triton.jit

@@ -90,7 +90,7 @@ class Tiles:
     # index_scan 0: by width (INDEX_SCAN_BY_WIDTH, `for_width`): 256 keys a step at 1 and 2 rows, 512 at more.
     index_scan: int = 0
     # index_short: the longest row (keys, a power of two) whose whole list one task selects from its scores in
-    # registers (`stages_select.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
+    # registers (`stages_select_row.select_row`); longer rows take the sliced radix select; 0: every row past the top-k
     # takes it (rows of at most top-k keys are listed by one task either way, and a launch with no sliced row skips
     # that select's last three stages). 0 on the H200: one process, TP8 8K, a decode row a request
     # (results/indexer4_h200_*): 179.1 / 247.5 us at 1 / 8 rows with 8192 against 147.4 / 217.2 with 0 (sel1's
@@ -324,6 +324,9 @@ class Tiles:
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
+    # index_pair: sel1 also counts digits 1 and 2 as one 16-bit digit (a 65536-bin histogram a row) and sel3 finds both,
+    # sel2 passed; needs four digits, index_sel_atomics and no index_relist (runs: tiles_index.py)
+    index_pair: bool = False
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -497,6 +500,10 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
+        if self.index_pair and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
+            raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
+                             f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "
+                             "digits 1 and 2 by atomics, and sel2, which would relist, is passed")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "

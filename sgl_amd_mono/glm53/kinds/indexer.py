@@ -19,8 +19,9 @@ Its table is the shared kind's with the index work added to the attention half's
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
-          with four digits: `radix_digits`; with three every program passes it)
-  sel3    (row, slice): the last digit's histogram, as sel2's, and the slice's counts at or above each last digit
+          with four digits: `radix_digits`; with three, or with tiles.index_pair, every program passes it)
+  sel3    (row, slice): the last digit's histogram, as sel2's (with index_pair: digits 1 and 2 found here, from
+          sel1's digit-1 histogram and its pair histogram of both), and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
   emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
@@ -50,9 +51,21 @@ from sgl_amd_mono.glm53.kinds.dims import cdiv
 B = Buffer
 RADIX_PASSES = 4  # the most digits of a 32-bit key (stages score, sel1, sel2, sel3 count one each)
 RADIX_BINS = 256  # the last digit's bins (8 bits: sel3's counts a slice, emit's threshold)
+RADIX_PAIR_BINS = RADIX_BINS * RADIX_BINS  # tiles.index_pair: digits 1 and 2 counted together (sel1), a row
 # tiles.index_digits -> the digits' widths, from the top bit: four of 8 bits, or three with 12-bit digits 0 and 1
 # (counted by atomics only: a 4096-bin histogram is too large for registers); the last is always 8 bits
 RADIX_DIGITS = {4: (8, 8, 8, 8), 3: (12, 12, 8)}
+
+
+def pair_bins(d) -> int:
+    """A row's bins of the pair histogram (tiles.index_pair: sel1 counts digits 1 and 2 together, sel3 finds both,
+    sel2 is passed); 1 (unused) without it."""
+    return RADIX_PAIR_BINS if d.tiles.index_pair else 1
+
+
+def sel2_runs(d) -> bool:
+    """Whether stage sel2 scans (four digits without tiles.index_pair); else every program passes it."""
+    return len(radix_digits(d)) == 4 and not d.tiles.index_pair
 
 
 def radix_digits(d) -> tuple[int, ...]:
@@ -113,6 +126,9 @@ INDEX_SCRATCH = (
         f"radix digit {p}'s histogram a row (with three digits: hist2 unused, hist3 the last digit's); [epoch % 2] "
       "this launch's, the other zeroed for the next")
       for p in range(2, RADIX_PASSES)),
+    B("hist_pair", lambda d: (2, d.R, pair_bins(d)), "i32",
+      "with index_pair: digits 1 and 2 of the keys at digit 0's prefix counted as one 16-bit digit a row (sel1), "
+      "read a group of 256 at digit 1 (sel3); [epoch % 2] this launch's, the other zeroed for the next"),
     *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after the digits before sel{p}'s, kept by "
         f"sel{p} for the next stage (with three digits: kept2 unused)") for p in range(1, RADIX_PASSES)),
     B("cand_pos", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
@@ -155,17 +171,17 @@ def _stages() -> tuple[StageDef, ...]:
                                                        "rows_per_req"), ("scores", "hist0", "floor"), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0", "floor"),
-                 ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand"),
+                 ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand", "hist_pair"),
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: bound(d) if len(radix_digits(d)) == 4 else 0, ("scores", "lengths", "kept1", "hist1",
+        StageDef("sel2", lambda d: bound(d) if sel2_runs(d) else 0, ("scores", "lengths", "kept1", "hist1",
                                                                                   "cand_key", "ncand"),
                  ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three, passed)"),
+                     "with three or index_pair, passed)"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
-                                                      "cand_key", "ncand"),
+                                                      "cand_key", "ncand", "hist_pair"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
                      "counts at or above each last digit; then (row): each sliced row's list filled with -1"),

@@ -1,4 +1,4 @@
-"""Time the indexer's one-task row select (`stages_select.select_row`) alone on a GPU, and its parts, against the
+"""Time the indexer's one-task row select (`stages_select_row.select_row`) alone on a GPU, and its parts, against the
 exactness rule (`glm53.indexer.radix_select`) on random scores.
 
 python test/kernels/glm53/probe_select.py [--rows 1 8] [--ishort 8192 4096] [--keys 8192 4000]
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton import stages_select as index
+from sgl_amd_mono.backends.triton import stages_select_row as index
 from sgl_amd_mono.glm53.indexer import radix_select
 from timing import graph_time_us
 
