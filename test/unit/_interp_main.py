@@ -70,9 +70,10 @@ CASES = {
     # pinned), then with the floors (a task's: the smallest of its 64 lanes' largest keys), which leave keys out
     "w3long": (3, torch.bfloat16, "index_compact=1", 2000),
     "w3long_index_floor": (3, torch.bfloat16, "index_compact=1,index_floor=1", 2000),
-    # sel1 counting digits 1 and 2 as a pair, sel3 finding both (sel2 passed): over sel1's lists (w3's width lists),
-    # over the slices' scores (no lists), with the floors, and at 2000 keys with the floors
-    "w3_index_pair": (3, torch.bfloat16, "index_pair=1"),
+    # sel1 counting digits 1 and 2 as a pair, sel3 finding both, sel2 passed (index_pair: by width, on at w3, so w3
+    # itself counts the pairs over sel1's lists): off (sel2 scans), over the slices' scores (no lists), with the
+    # floors, and at 2000 keys with the floors
+    "w3_index_pair_off": (3, torch.bfloat16, "index_pair=0"),
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
@@ -393,7 +394,8 @@ def main(kind: str, case: str) -> None:
             outs_c = dict(outs_c, **({"scores": scores} if scores is not None else {}))
             vals = kc.compare(geo, outs_c, caches, ref, caches_ref, step, plan, weights)
             res["output_controls"][name] = {b: vals[b] for b in bounds}
-    if plan.tiles.index_pair:  # after the last launch, whose parity an earlier one used: its zeroing shows too
+    # the pairs after the last launch, whose parity an earlier one used: its zeroing shows too
+    if "hist_pair" in plan.scratch and plan.tiles.index_pair > 0:
         res["pairs_ok"], res["pairs_epoch"] = pairs_match(plan, kind, step.lengths), plan.sync.epoch
         res["pairs_planted_caught"] = not pairs_match(plan, kind, step.lengths, plant=True)
     print(json.dumps(res))

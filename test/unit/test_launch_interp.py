@@ -55,6 +55,7 @@ def test_launch_matches_oracle(kind, case):
         assert all(not nm.passes(n, v, bounds[n]) for n, v in vals.items()), (control, vals)
     assert res["digests"] == _pinned()[(kind, case)], "the launch's bits changed (launch_digests.txt)"
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
+    _pairs_checked(res)  # the indexer kinds at widths up to 4 count the pairs (index_pair by width)
     assert res["cache_rows_outside_out_loc"] == 0 and res["cache_rows_differ"] == 0
     assert res["epoch"] == 1 and res["epoch_after_control"] == 2  # one epoch a launch, on shared sync words
 
@@ -93,10 +94,10 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k1",
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
-    "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair", "w3_index_pair_scan", "w3_index_pair_floor",
+    "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair_off", "w3_index_pair_scan", "w3_index_pair_floor",
     "w3long_index_pair")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
-                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair")])
+                           "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair_off")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -141,11 +142,21 @@ def test_index_atomics_change_no_bit(kind, case):
         assert (res.get("floors_ok"), res.get("floors_planted_caught")) == (True, True), res.get("floors_ok")
         # at 300 keys no slice has a floor (under 16 blocks); at 2000 a slice's 64 lanes hold 31-32 keys
         assert (res["floors_cut"] > 0) == case.startswith("w3long"), res["floors_cut"]
-    if "pair" in case:
-        assert (res.get("pairs_ok"), res.get("pairs_planted_caught")) == (True, True), res.get("pairs_ok")
-        assert res["pairs_epoch"] >= 3, res["pairs_epoch"]  # three launches: the last on the first's parity
+    if "pair" in case:  # index_pair on (off in w3_index_pair_off: sel2 scans, no pairs counted)
+        assert ("pairs_ok" in res) == (not case.endswith("_off")), sorted(res)
+        assert (res["task_counts"]["sel2"] == 0) == ("pairs_ok" in res), res["task_counts"]  # sel2 passed or scanning
+    _pairs_checked(res)
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
+
+
+def _pairs_checked(res):
+    """Where the launch counted digits 1 and 2 as pairs (index_pair), its pair histogram is torch's count over its own
+    keys after its last launch, on the parity its first used (so the zeroing between shows), and a count planted off
+    by one fails."""
+    if "pairs_ok" in res:
+        assert (res["pairs_ok"], res["pairs_planted_caught"]) == (True, True), res["pairs_ok"]
+        assert res["pairs_epoch"] >= 3, res["pairs_epoch"]  # three launches: the last on the first's parity
 
 
 def test_missed_deadline_reports_error_word():

@@ -60,6 +60,26 @@ def test_index_lists_by_width(width, want):
         Tiles(index_compact=3).resolve(li.glm53_geometry(), tp=8, width=width, n_programs=132)
 
 
+@pytest.mark.parametrize("width,want", [(1, 1), (2, 1), (4, 1), (8, 0)])
+def test_index_pair_by_width(width, want):
+    """The pair digits (index_pair -1) resolve by width, a given value is kept, and a build that cannot count the pairs
+    (three digits, digit 1 in block histograms, sel2's relisting) resolves to none; a pair it cannot build is refused
+    with every reason, and a value that is not -1, 0 or 1 is refused."""
+    geo = li.glm53_geometry()
+    assert Tiles().for_width(width).index_pair == want
+    assert Tiles(index_pair=0).for_width(width).index_pair == 0
+    assert Tiles(index_pair=1).for_width(width).index_pair == 1
+    assert Tiles(index_digits=3, index_atomics=2).for_width(width).index_pair == 0
+    assert Tiles(index_sel_atomics=False).for_width(width).index_pair == 0
+    assert Tiles(index_relist=1).for_width(width).index_pair == 0
+    with pytest.raises(ValueError, match="index_pair needs index_digits 4 .is 3., index_sel_atomics .is True. and "
+                                         "index_relist 0 .is 1."):
+        Tiles(index_pair=1, index_digits=3, index_atomics=2, index_relist=1).resolve(geo, tp=8, width=width,
+                                                                                    n_programs=132)
+    with pytest.raises(ValueError, match="index_pair 2 is not -1 .by width., 0 or 1"):
+        Tiles(index_pair=2).resolve(geo, tp=8, width=width, n_programs=132)
+
+
 @pytest.mark.parametrize("width,want", [(1, 128), (2, 128), (4, 256), (8, 256)])
 def test_index_block_by_width(width, want):
     """The score loop's block (index_block 0) resolves by width, a given value is kept (gfx950's 128 too), and a

@@ -260,6 +260,8 @@ def index_attention(
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
     # index_compact (ICOMPACT: the listing's keys a tile row): sel1 lists each slice's keys at or above digit 0,
     # and the later stages scan the lists
+    if IPAIR:  # the pairs' other parity, for the next launch
+        select.zero_pairs(hist_pair_ptr, epoch & 1, pid, R, NPROG)
     select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                         SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,

@@ -10,7 +10,7 @@ import dataclasses
 import torch
 
 from sgl_amd_mono.backends.triton.tiles_index import (  # the indexer's defaults by width, with their runs
-    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_FLOOR_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
+    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_FLOOR_BY_WIDTH, INDEX_PAIR_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds.dims import max_used_experts, pow2
 
@@ -308,25 +308,16 @@ class Tiles:
     index_packed_counts: bool = True
     # index_relist: with sel1's lists (index_compact), sel2 keeps each slice's list only at or above the 16-bit prefix it
     # finds (in place, `stages_select.relist_chunks`), so sel3 and emit scan about KTOP keys a row instead of the 8-bit
-    # prefix's: on time_layers' kind of 128K inputs (CPU, the oracle's scores, results/indexer27_lists_cpu.txt) the
-    # threshold's 8-bit bin holds 7,340-32,149 keys a row, its 16-bit prefix and above 2,052-2,087, and at 128K 8 rows
-    # emit's programs take 3.8-9.0 us by row (results/indexer27_h100_trace_own.log). H100, one process at 8 rows, the
-    # defaults timed first and last (results/indexer27_h100_specs_relist_w8.log): 8K 220.9 / 221.9 -> 222.4 us, 128K
-    # 287.7 / 287.5 -> 286.1; its check_layer at TP8 8 rows, 8K and 128K, 0 failures
-    # (results/indexer27_h100_check_layer_relist_w8.log). Mixed, and far from emit's 5 us spread: off (not traced: what
-    # sel2's relisting costs is not yet known). index_relist K: the lists of at least K keys (1: every list); a
-    # shorter one is only counted (its keys scanned in the same chunks) and left as it is for sel3 and emit. Traced
-    # at 128K 8 rows with 1 (results/indexer28_h100_trace_own_128k*.log): sel2 + sel3 + emit 20.2 -> 17.9 us of span.
-    # H100, one process at 8 rows (results/indexer28_h100_specs_w8.log, index_ahead 1 the default then): 8K 224.2 /
-    # 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
-    # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
+    # prefix's. index_relist K: the lists of at least K keys (1: every list); a shorter one is only counted and left as
+    # it is for sel3 and emit. 0: off (its runs: tiles_index.py).
     index_relist: int = 0
     # index_floor: sel1 lists and counts only the keys at or above each decode row's floor; -1: by width
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
     # index_pair: sel1 also counts digits 1 and 2 as one 16-bit digit (a 65536-bin histogram a row) and sel3 finds both,
-    # sel2 passed; needs four digits, index_sel_atomics and no index_relist (runs: tiles_index.py)
-    index_pair: bool = False
+    # sel2 passed; needs four digits, index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
+    # where it cannot run; tiles_index.py, with the runs that chose it)
+    index_pair: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -411,7 +402,8 @@ class Tiles:
         """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
         width's step (INDEX_SCAN_BY_WIDTH); index_block 0: its block (INDEX_BLOCK_BY_WIDTH); index_compact -1: the
         width's lists (INDEX_COMPACT_BY_WIDTH), none where sel1 cannot list (three digits, or digit 1 not counted by
-        atomics); index_floor -1: the width's (INDEX_FLOOR_BY_WIDTH)."""
+        atomics); index_floor -1: the width's (INDEX_FLOOR_BY_WIDTH); index_pair -1: the width's (INDEX_PAIR_BY_WIDTH),
+        none where sel1 cannot count the pairs (three digits, digit 1 not counted by atomics, index_relist)."""
         t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
         if not t.index_scan:
             t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
@@ -422,6 +414,9 @@ class Tiles:
             t = dataclasses.replace(t, index_compact=k if t.index_digits == 4 and t.index_sel_atomics else 0)
         if t.index_floor < 0:
             t = dataclasses.replace(t, index_floor=next(n for w, n in INDEX_FLOOR_BY_WIDTH if width <= w))
+        if t.index_pair < 0:
+            can = t.index_digits == 4 and t.index_sel_atomics and not t.index_relist
+            t = dataclasses.replace(t, index_pair=next(n for w, n in INDEX_PAIR_BY_WIDTH if width <= w) if can else 0)
         return t
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
@@ -500,7 +495,9 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        if self.index_pair and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
+        if self.index_pair not in (-1, 0, 1):
+            raise ValueError(f"index_pair {self.index_pair} is not -1 (by width), 0 or 1")
+        if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "
                              "digits 1 and 2 by atomics, and sel2, which would relist, is passed")

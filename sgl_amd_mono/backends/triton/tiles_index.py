@@ -1,6 +1,6 @@
-"""The indexer's tile defaults by width (`Tiles.for_width`): the select scans' step, sel1's lists and the score
-loop's block, each with the runs that chose it (test/kernels/glm53/results/), and the options timed beside them and
-not taken.
+"""The indexer's tile defaults by width (`Tiles.for_width`): the select scans' step, sel1's lists, the score loop's
+block, the floor and the pair digits, each with the runs that chose it (test/kernels/glm53/results/), and the options
+timed beside them and not taken.
 """
 
 # The select scans' keys a step (Tiles.index_scan 0) by width: (the widest width, its step). A row's keys split into
@@ -57,6 +57,24 @@ INDEX_BLOCK_BY_WIDTH = ((2, 128), (1 << 30, 256))
 # (results/indexer32_h100_check_topk_decode_floor.log); the first build's at 8K / 128K / 300K
 # (results/indexer31_h100_check_topk_decode_floor.log).
 INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
+# sel1 counting digits 1 and 2 as one 16-bit digit and sel3 finding both (Tiles.index_pair -1) by width: (the widest
+# width, 1: on, 0: off). Stage sel2 and its hand-off passed (every program arrives without waiting); sel1 adds an
+# atomic a key it counts into a 65536-bin histogram a row and zeroes the other parity's R x 256 KB; sel3 reads digit
+# 1's 16 copies and then the pair histogram's 256 bins at that digit. Traced on an H100 (results/indexer35_h100_trace
+# _pair.log, span us): 8K 1 row sel1 3.3 -> 3.6, sel2 3.3 -> 1.0, sel3 3.8 -> 4.6 (launch 132.6 -> 130.7); 128K 8
+# rows sel1 10.8 -> 12.5, sel2 4.4 -> 1.0, sel3 4.9 -> 5.9 (270.3 -> 268.6 in the trace build). H100, one process,
+# TP8, a decode row a request, the defaults timed first and last (results/indexer35_h100_specs_pair12_w1248.log),
+# rows 1 / 2 / 4 / 8: 8K 133.5 / 149.9 / 176.8 / 219.5 and 131.8 / 149.4 / 175.8 / 221.0 us -> 129.2 / 148.5 / 175.2
+# / 219.7; 128K 144.1 / 169.4 / 205.1 / 281.0 and 142.3 / 168.2 / 204.3 / 281.8 -> 140.8 / 166.2 / 202.6 / 282.0.
+# Two other H100s (results/indexer35_h100_specs_pair_w1w8.log, _w2w4.log): rows 1 / 8, 8K 134.2 / 223.5 and 133.4 /
+# 225.0 -> 131.7 / 223.2, 128K 144.7 / 286.8 and 143.6 / 287.8 -> 141.6 / 287.3; rows 2 / 4, 8K 149.7 / 175.8 and
+# 148.0 / 175.5 -> 146.9 / 173.7, 128K 169.8 / 205.2 and 168.5 / 202.8 -> 165.9 / 204.2. On at 1-4 rows, off at 8
+# (no gain there). Its checks, 0 failures and every control failing: check_layer TP8 bf16 rows 1 / 8 at 8K / 128K and
+# check_topk at 128K / 300K (results/indexer35_h100_check_*_pair1.log). Also built, checked and timed, not taken,
+# reverted: the other parity zeroed by the programs absorb's stage leaves idle instead of in sel1's (index_pair 2;
+# the same process): rows 1 / 2 / 4 / 8, 8K 129.3 / 148.3 / 175.1 / 220.1 us, 128K 139.4 / 167.1 / 204.4 / 285.0;
+# its checks 0 failures (results/indexer35_h100_check_*_pair2.log). So at 8 rows the cost is not the zeroing.
+INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
 # pipelined score loop over a slice's whole steps without masks, its partial last step alone; 2, also each key's and
 # scale's address one 32-bit offset from the pool's start (the pool bounded under 2 GiB at bind). The same bits under
@@ -127,3 +145,15 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # 4 / 8 (results/indexer29_h100_specs_balance.log, 3457fff): 8K 175.9 / 219.7 -> 221.0 / 255.3 us, 128K 205.1 / 284.7
 # -> 253.0 / 330.0 (its checks pass): its share reads inlined a [512, NSL] comparison at each, 37,112 sm_90
 # instructions against 26,992, AOT on a CPU (0b82f8a's loop over the slices a step spans: 28,984; not timed).
+# Tiles.index_relist's runs (off): sel2 keeping each slice's list only at or above its 16-bit prefix. On time_layers'
+# kind of 128K inputs (CPU, the oracle's scores, results/indexer27_lists_cpu.txt) the threshold's 8-bit bin holds
+# 7,340-32,149 keys a row, its 16-bit prefix and above 2,052-2,087, and at 128K 8 rows emit's programs take 3.8-9.0 us
+# by row (results/indexer27_h100_trace_own.log). H100, one process at 8 rows, the defaults timed first and last
+# (results/indexer27_h100_specs_relist_w8.log): 8K 220.9 / 221.9 -> 222.4 us, 128K 287.7 / 287.5 -> 286.1; its
+# check_layer at TP8 8 rows, 8K and 128K, 0 failures (results/indexer27_h100_check_layer_relist_w8.log). Mixed, and far
+# from emit's 5 us spread: off (not traced: what sel2's relisting costs is not yet known). index_relist K: the lists of
+# at least K keys (1: every list); a shorter one is only counted (its keys scanned in the same chunks) and left as it is
+# for sel3 and emit. Traced at 128K 8 rows with 1 (results/indexer28_h100_trace_own_128k*.log): sel2 + sel3 + emit 20.2
+# -> 17.9 us of span. H100, one process at 8 rows (results/indexer28_h100_specs_w8.log, index_ahead 1 the default then):
+# 8K 224.2 / 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
+# 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.

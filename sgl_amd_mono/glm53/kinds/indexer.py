@@ -60,12 +60,12 @@ RADIX_DIGITS = {4: (8, 8, 8, 8), 3: (12, 12, 8)}
 def pair_bins(d) -> int:
     """A row's bins of the pair histogram (tiles.index_pair: sel1 counts digits 1 and 2 together, sel3 finds both,
     sel2 is passed); 1 (unused) without it."""
-    return RADIX_PAIR_BINS if d.tiles.index_pair else 1
+    return RADIX_PAIR_BINS if d.tiles.index_pair > 0 else 1
 
 
 def sel2_runs(d) -> bool:
     """Whether stage sel2 scans (four digits without tiles.index_pair); else every program passes it."""
-    return len(radix_digits(d)) == 4 and not d.tiles.index_pair
+    return len(radix_digits(d)) == 4 and d.tiles.index_pair <= 0
 
 
 def radix_digits(d) -> tuple[int, ...]:
@@ -128,7 +128,7 @@ INDEX_SCRATCH = (
       for p in range(2, RADIX_PASSES)),
     B("hist_pair", lambda d: (2, d.R, pair_bins(d)), "i32",
       "with index_pair: digits 1 and 2 of the keys at digit 0's prefix counted as one 16-bit digit a row (sel1), "
-      "read a group of 256 at digit 1 (sel3); [epoch % 2] this launch's, the other zeroed for the next"),
+      "read a group of 256 at digit 1 (sel3); [epoch % 2] this launch's, the other zeroed for the next (sel1)"),
     *(B(f"kept{p}", lambda d: (d.R, 2), "i64", f"a row's (need, prefix) after the digits before sel{p}'s, kept by "
         f"sel{p} for the next stage (with three digits: kept2 unused)") for p in range(1, RADIX_PASSES)),
     B("cand_pos", lambda d: (d.R, d.PMAX * INDEX_PAGE if d.tiles.index_compact else 1), "i32",
