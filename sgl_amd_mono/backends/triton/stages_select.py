@@ -168,8 +168,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     least KTOP keys reach it, so it is at or below the row's threshold, and every key the stages after count or
     list is at or above it): the same digits and list. PAIR (tiles.index_pair, four digits): 1 (sel1), each key it
     counts also counted by one atomic at its next 16 bits (digits 1 and 2) into the row's pair histogram at
-    pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed), the digits 1 and 2
-    both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the same digits.
+    pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed),
+    the digits 1 and 2 both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the
+    same digits.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
