@@ -73,7 +73,8 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # check_topk at 128K / 300K (results/indexer35_h100_check_*_pair1.log). Also built, checked and timed, not taken,
 # reverted: the other parity zeroed by the programs absorb's stage leaves idle instead of in sel1's (index_pair 2;
 # the same process): rows 1 / 2 / 4 / 8, 8K 129.3 / 148.3 / 175.1 / 220.1 us, 128K 139.4 / 167.1 / 204.4 / 285.0;
-# its checks 0 failures (results/indexer35_h100_check_*_pair2.log). So at 8 rows the cost is not the zeroing.
+# its checks 0 failures (results/indexer35_h100_check_*_pair2.log). Moving the zeroing does not recover 8 rows; whether
+# sel1's 1.7 us there is its zeroing or its pair atomics was not traced apart.
 INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
 # pipelined score loop over a slice's whole steps without masks, its partial last step alone; 2, also each key's and
