@@ -77,11 +77,6 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
-    # the pairs zeroed again by emit where sel1 counted them (index_pair 3): over sel1's lists, over the slices'
-    # scores, at 2000 keys with the floors
-    "w3_index_pair_emit": (3, torch.bfloat16, "index_pair=3"),
-    "w3_index_pair_emit_scan": (3, torch.bfloat16, "index_pair=3,index_compact=0"),
-    "w3long_index_pair_emit": (3, torch.bfloat16, "index_pair=3,index_compact=1,index_floor=1", 2000),
 }
 
 
@@ -179,15 +174,14 @@ def floors_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) ->
 def pairs_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> bool:
     """With index_pair: the last launch's pair histogram (hist_pair[epoch % 2]) equals torch's count of the 16 bits
     below digit 0 (digits 1 and 2) over each sliced row's keys at its 8-bit prefix (kept1) and, with the floors, at or
-    above the row's floor (rows of at most LS keys: none counted). With index_pair 3 (emit zeroes the bins sel1
-    counted): both parities all zero. plant: one count off by one first (the check's own control)."""
+    above the row's floor (rows of at most LS keys: none counted). plant: one count off by one first (the check's own
+    control)."""
     c, d, s = kinds.get(kind).constexprs(plan.dims), plan.dims, plan.scratch
-    got = s["hist_pair"].view(2, d.R, -1)
-    got = (got if c["IPAIR"] == 3 else got[plan.sync.epoch & 1]).clone()
+    got = s["hist_pair"].view(2, d.R, -1)[plan.sync.epoch & 1].clone()
     if plant:
-        got.view(-1)[0] += 1
+        got[0, 0] += 1
     want = torch.zeros_like(got)
-    for row, n in enumerate(lengths.tolist() if c["IPAIR"] != 3 else []):
+    for row, n in enumerate(lengths.tolist()):
         if n > c["LS"]:
             keys = order_keys(s["scores"][row, :n])
             at = (keys >> 24) == int(s["kept1"][row, 1])

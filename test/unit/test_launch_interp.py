@@ -95,7 +95,7 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
     "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair_off", "w3_index_pair_scan", "w3_index_pair_floor",
-    "w3long_index_pair", "w3_index_pair_emit", "w3_index_pair_emit_scan", "w3long_index_pair_emit")] + [
+    "w3long_index_pair")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
                            "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair_off")])
 def test_index_atomics_change_no_bit(kind, case):

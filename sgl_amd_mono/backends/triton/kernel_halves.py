@@ -154,7 +154,7 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = 0):
+        IPAIR: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -165,8 +165,7 @@ def index_attention(
     IRELIST: sel2 keeps sel1's lists of at least IRELIST keys only at or above its 16-bit prefix (tiles.index_relist,
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
-    sel3 finds both (stage sel2 passed: tiles.index_pair; 1: sel1 zeroes the other parity's, 3: emit what sel1
-    counted). Returns ok."""
+    sel3 finds both (stage sel2 passed: tiles.index_pair). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -261,7 +260,7 @@ def index_attention(
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
     # index_compact (ICOMPACT: the listing's keys a tile row): sel1 lists each slice's keys at or above digit 0,
     # and the later stages scan the lists
-    if IPAIR == 1:  # the pairs' other parity, for the next launch (3: emit zeroes what sel1 counted)
+    if IPAIR:  # the pairs' other parity, for the next launch
         select.zero_pairs(hist_pair_ptr, epoch & 1, pid, R, NPROG)
     select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
@@ -302,8 +301,7 @@ def index_attention(
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
         select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
                     epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK, IPACK, hist_pair_ptr,
-                    IPAIR == 3)
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK, IPACK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

@@ -298,16 +298,6 @@ def count_pair(u, hit, pair_row_ptr, HI: tl.constexpr):
 
 
 @triton.jit
-def unpair(u, valid, thr, pair_row_ptr):
-    """tiles.index_pair 3: an emit step's order keys u (int64, where valid) whose digit 0 is the threshold thr's (the
-    prefix sel1 counted the pairs at) zero their bins of the row's pair histogram again, so it is all zero for the
-    next launch on this parity: every key sel1 counted is among them (its slice's, or its list's: at or above that
-    prefix and the floor), and a bin it did not count was zero already."""
-    at = valid & ((u >> 24) == (thr >> 24))
-    tl.store(pair_row_ptr + ((u >> 8) & (PAIR_BINS - 1)).to(tl.int32), tl.zeros(u.shape, tl.int32), mask=at)
-
-
-@triton.jit
 def zero_pairs(pair_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexpr):
     """The other parity's pair histograms ([2, R, PAIR_BINS]: R x PAIR_BINS bins) zeroed for the next launch, in
     tasks of PAIR_ZERO bins spread over the programs (a row's 65536 bins are too many for one program's
@@ -400,8 +390,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False,
-         pair_ptr=None, UNPAIR: tl.constexpr = False):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -411,8 +400,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts). UNPAIR (tiles.index_pair 3): the row's pair
-    histogram at pair_ptr[epoch % 2] zeroed again where sel1 counted (`unpair`), sel3 having read it."""
+    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
@@ -422,15 +410,14 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if (rlen > LS) & (s0 < s1):
             count_task(task_count_ptr, S, COUNT_TASKS)
-            pair_row_ptr = pair_ptr + (parity * R + r) * PAIR_BINS if UNPAIR else None
             if EK > 0:
                 n_above0, n_above, n_at0, n_at, need = emit_chunks(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, pair_row_ptr)
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             else:
                 n_above0, n_above, n_at0, n_at, need = emit_steps(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, pair_row_ptr)
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
@@ -514,10 +501,9 @@ def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, K
 @triton.jit
 def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
-               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False,
-               pair_row_ptr=None):
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
-    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need. pair_row_ptr: `unpair`'s."""
+    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
     SCOL: tl.constexpr = PMAX * PAGE
     blk = tl.arange(0, ISCAN)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
@@ -537,8 +523,6 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)
-        if pair_row_ptr is not None:
-            unpair(u, valid, thr, pair_row_ptr)
         # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
         # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
         both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
@@ -554,8 +538,7 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
 @triton.jit
 def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                 R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
-                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False,
-                pair_row_ptr=None):
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
     key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
     a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
@@ -577,8 +560,6 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
         u = key_of(x, LIST).to(tl.int64)
         is_above = valid & (u > thr)
         is_at = valid & (u == thr)
-        if pair_row_ptr is not None:
-            unpair(u, valid, thr, pair_row_ptr)
         both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
         row_tot = tl.sum(both, axis=1)
         incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)

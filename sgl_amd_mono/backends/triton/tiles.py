@@ -315,8 +315,7 @@ class Tiles:
     # (INDEX_FLOOR_BY_WIDTH, tiles_index.py, with the runs that chose it)
     index_floor: int = -1
     # index_pair: sel1 also counts digits 1 and 2 as one 16-bit digit (a 65536-bin histogram a row) and sel3 finds both,
-    # sel2 passed (1: sel1 zeroes the other parity's, 3: emit zeroes the bins sel1 counted); needs four digits,
-    # index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
+    # sel2 passed; needs four digits, index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
     # where it cannot run; tiles_index.py, with the runs that chose it)
     index_pair: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
@@ -496,8 +495,8 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        if self.index_pair not in (-1, 0, 1, 3):
-            raise ValueError(f"index_pair {self.index_pair} is not -1 (by width), 0, 1 or 3")
+        if self.index_pair not in (-1, 0, 1):
+            raise ValueError(f"index_pair {self.index_pair} is not -1 (by width), 0 or 1")
         if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "

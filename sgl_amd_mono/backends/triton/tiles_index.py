@@ -74,7 +74,17 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # reverted: the other parity zeroed by the programs absorb's stage leaves idle instead of in sel1's (index_pair 2;
 # the same process): rows 1 / 2 / 4 / 8, 8K 129.3 / 148.3 / 175.1 / 220.1 us, 128K 139.4 / 167.1 / 204.4 / 285.0;
 # its checks 0 failures (results/indexer35_h100_check_*_pair2.log). Moving the zeroing does not recover 8 rows; whether
-# sel1's 1.7 us there is its zeroing or its pair atomics was not traced apart.
+# sel1's 1.7 us there is its zeroing or its pair atomics was not traced apart. Then built, checked and timed, not
+# taken, reverted (commit 2188546: index_pair 3): no zeroing in sel1; emit stores 0 at the pair bin of each key it scans
+# whose digit 0 is the threshold's (every key sel1 counted), so the histogram is all zero after each launch (its
+# interpreter cases: the same bits, both parities zero after three launches). Another H100, one process, the defaults
+# first and index_scan 0 (the defaults again) last (results/indexer36_h100_specs_pair3_w1248.log, 3.11 TB/s), rows 1
+# / 2 / 4 / 8 (the defaults: index_pair 1 at 1-4 rows, off at 8): 8K 131.3 / 149.6 / 176.6 / 224.2 and 130.6 / 148.3
+# / 175.8 / 225.5 us -> 130.9 / 147.9 / 175.4 / 223.2; 128K 142.3 / 167.8 / 206.4 / 286.4 and 141.7 / 166.9 / 204.9 /
+# 286.9 -> 142.2 / 168.2 / 207.2 / 286.5. Its checks, 0 failures, every control failing: check_layer TP8 bf16 rows 2 /
+# 8 at 8K / 128K, check_topk at 128K / 300K (results/indexer36_h100_check_*_pair3.log). Traced at 128K 8 rows against
+# the defaults (results/indexer36_h100_trace_pair3_128k.log, span us): sel1 10.8 -> 12.0 with no zeroing at all (so
+# most of the growth is its pair atomics, not the zeroing), sel2 4.4 -> 1.0, sel3 5.1 -> 5.9, emit 5.4 -> 5.9.
 INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
 # pipelined score loop over a slice's whole steps without masks, its partial last step alone; 2, also each key's and
