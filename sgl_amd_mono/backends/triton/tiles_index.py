@@ -92,7 +92,9 @@ INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # 8 rows (results/indexer29_h200_ncu_indexer_w8_131072.log), sel1 holds 10.6 us of all warps' samples over 8 chunks a
 # task; AOT on a CPU (results/indexer36_list_layout_sass_cpu.txt, sm_90, Triton 3.8), sel1 at 8 rows: 21 -> 15 layout
 # conversions (8 -> 2 in the chunk loop), 24 -> 16 barriers, 736 -> 816 instructions; the whole 8-row kernel 136 -> 132
-# spill bytes, 864 -> 856 barriers; gfx950 unchanged (494 VGPRs, no VGPR spill). The same bits under the interpreter.
+# spill bytes, 864 -> 856 barriers; gfx950 unchanged (494 VGPRs, no VGPR spill). Under Triton 3.6 (the GPU image's)
+# sel1 alone 10 -> 4 conversions but 15 -> 15 barriers, 664 -> 712 instructions: there its gain may be small. The same
+# bits under the interpreter.
 # Its A/B: select_h200.sh PART=speccheck WS="4 8" CW="4 8" SPECS="index_list_one_layout=1 index_scan=0"
 # TILES=index_list_one_layout=1.
 # Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
