@@ -77,11 +77,6 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
-    # sel1's listing chunks loaded in the layout of their atomics and stores (index_list_one_layout), with sel1's
-    # lists, and at 2000 keys with the floors
-    "w3_index_list_one_layout": (3, torch.bfloat16, "index_compact=1,index_list_one_layout=1"),
-    "w3long_index_list_one_layout": (3, torch.bfloat16, "index_compact=1,index_floor=1,index_list_one_layout=1",
-                                     2000),
 }
 
 

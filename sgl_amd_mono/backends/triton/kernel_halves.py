@@ -154,7 +154,7 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, ILONE: tl.constexpr = False):
+        IPAIR: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -165,8 +165,7 @@ def index_attention(
     IRELIST: sel2 keeps sel1's lists of at least IRELIST keys only at or above its 16-bit prefix (tiles.index_relist,
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
-    sel3 finds both (stage sel2 passed: tiles.index_pair); ILONE: sel1's listing chunks in one layout
-    (tiles.index_list_one_layout). Returns ok."""
+    sel3 finds both (stage sel2 passed: tiles.index_pair). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -267,7 +266,7 @@ def index_attention(
                         ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                         SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
                         1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK, floor_ptr=floor_ptr, FLOOR=IFLOOR,
-                        pair_ptr=hist_pair_ptr, PAIR=1 if IPAIR else 0, ONE_LAYOUT=ILONE)
+                        pair_ptr=hist_pair_ptr, PAIR=1 if IPAIR else 0)
     select_row.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX,
                            ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,

@@ -146,7 +146,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
                  PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
-                 pair_ptr=None, PAIR: tl.constexpr = 0, ONE_LAYOUT: tl.constexpr = False):
+                 pair_ptr=None, PAIR: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -170,7 +170,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     counts also counted by one atomic at its next 16 bits (digits 1 and 2) into the row's pair histogram at
     pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed),
     the digits 1 and 2 both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the
-    same digits. ONE_LAYOUT (tiles.index_list_one_layout, LIST 1): `chunk_offsets`'.
+    same digits.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -193,7 +193,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             # length is known; the keys past it are masked where used)
             floor = (rlen * 0).to(tl.uint32)  # an order key, compared with the keys' own
             if LIST == 1:  # the first whole chunk's scores, and the first short one's (`list_chunks`)
-                x = load_step(src, s0 + chunk_offsets(LK, ONE_LAYOUT), list_tail(s0, s1, LK), False)
+                x = load_step(src, s0 + chunk_offsets(LK), list_tail(s0, s1, LK), False)
                 x1 = load_step(src, list_tail(s0, s1, LK) + chunk_offsets(1), s1, False)
                 if FLOOR:
                     floor = tl.min(tl.load(floor_ptr + r * NSL + tl.arange(0, NSL), cache_modifier=".cg"),
@@ -214,7 +214,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
-                                       r * SCOL + s0, HI, W, LK, floor, pair_row_ptr, ONE_LAYOUT)
+                                       r * SCOL + s0, HI, W, LK, floor, pair_row_ptr)
                 tl.store(ncand_ptr + t, n_listed)
             elif LIST == 3:  # a list of fewer than RL keys counted, not relisted (sel3 and emit scan it as it is)
                 relisting = s1 - s0 >= RL
@@ -261,17 +261,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
 
 
 @triton.jit
-def chunk_offsets(K: tl.constexpr, ONE_LAYOUT: tl.constexpr = False):
-    """A chunk's key offsets as an [EMIT_ROWS, K] tile, a tile row's K keys consecutive. ONE_LAYOUT
-    (tiles.index_list_one_layout): marked as runs of one (`tl.max_contiguous`), so Triton loads the chunk a key a
-    thread in the layout it gives the chunk's atomics and stores at data-dependent addresses, not K keys a thread
-    (one vector load) converted to that layout for each of them (sm_90 AOT, sel1 at 8 rows, results/indexer36_list_
-    layout_sass_cpu.txt: Triton 3.8 converts through shared memory, 24 -> 16 barriers; 3.6 no fewer barriers). The
-    same offsets."""
-    offs = tl.arange(0, EMIT_ROWS)[:, None] * K + tl.arange(0, K)[None, :]
-    if ONE_LAYOUT:
-        offs = tl.max_contiguous(offs, [1, 1])
-    return offs
+def chunk_offsets(K: tl.constexpr):
+    """A chunk's key offsets as an [EMIT_ROWS, K] tile, a tile row's K keys consecutive."""
+    return tl.arange(0, EMIT_ROWS)[:, None] * K + tl.arange(0, K)[None, :]
 
 
 @triton.jit
@@ -324,7 +316,7 @@ def list_tail(s0, s1, K: tl.constexpr):
 
 @triton.jit
 def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr, dst0, HI: tl.constexpr,
-                W: tl.constexpr, K: tl.constexpr, floor, pair_row_ptr=None, ONE_LAYOUT: tl.constexpr = False):
+                W: tl.constexpr, K: tl.constexpr, floor, pair_row_ptr=None):
     """`select_digit`'s LIST 1 scan of a slice [s0, s1) of scores at src: each key whose top HI bits are the prefix
     counted by one atomic at its digit (W bits below them) into hist_row_ptr, and the keys at or above the prefix
     listed in position order from dst0 (their positions in the row at cand_pos, their order keys at cand_key), in
@@ -332,9 +324,9 @@ def list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key
     of the rows' totals a chunk), then the keys past the whole chunks (`list_tail`) in [EMIT_ROWS, 1] chunks, so no
     chunk is mostly past the slice's end. x: the first whole chunk's scores, x1: the first short one's (loaded).
     Only keys at or above floor (an order key; 0: every key) are counted or listed. pair_row_ptr: `list_chunk`'s.
-    ONE_LAYOUT: `chunk_offsets`'. Returns the keys listed."""
+    Returns the keys listed."""
     CH: tl.constexpr = EMIT_ROWS * K
-    offs = chunk_offsets(K, ONE_LAYOUT)
+    offs = chunk_offsets(K)
     one = chunk_offsets(1)
     tail = list_tail(s0, s1, K)
     listed = s0 * 0

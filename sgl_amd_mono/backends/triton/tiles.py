@@ -318,9 +318,6 @@ class Tiles:
     # sel2 passed; needs four digits, index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
     # where it cannot run; tiles_index.py, with the runs that chose it)
     index_pair: int = -1
-    # index_list_one_layout: sel1's listing chunks loaded in the layout of their atomics and stores (fewer layout
-    # conversions a chunk: `stages_select.chunk_offsets`); off until timed (tiles_index.py)
-    index_list_one_layout: bool = False
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.

@@ -86,17 +86,20 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # the defaults (results/indexer36_h100_trace_pair3_128k.log, span us): sel1 10.8 -> 12.0 with no zeroing at all (so
 # most of the growth is its pair atomics, not the zeroing), sel2 4.4 -> 1.0, sel3 5.1 -> 5.9, emit 5.4 -> 5.9.
 INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
-# Tiles.index_list_one_layout (off, not yet timed on a GPU): sel1's [256, K] listing chunks loaded a key a thread in the
-# layout Triton gives their atomics and stores, whose addresses are data-dependent, instead of K keys a thread (one
-# vector load) and each of those operands converted to that layout through shared memory. Where the warps wait at 128K
-# 8 rows (results/indexer29_h200_ncu_indexer_w8_131072.log), sel1 holds 10.6 us of all warps' samples over 8 chunks a
-# task; AOT on a CPU (results/indexer36_list_layout_sass_cpu.txt, sm_90, Triton 3.8), sel1 at 8 rows: 21 -> 15 layout
-# conversions (8 -> 2 in the chunk loop), 24 -> 16 barriers, 736 -> 816 instructions; the whole 8-row kernel 136 -> 132
-# spill bytes, 864 -> 856 barriers; gfx950 unchanged (494 VGPRs, no VGPR spill). Under Triton 3.6 (the GPU image's)
-# sel1 alone 10 -> 4 conversions but 15 -> 15 barriers, 664 -> 712 instructions: there its gain may be small. The same
-# bits under the interpreter.
-# Its A/B: select_h200.sh PART=speccheck WS="4 8" CW="4 8" SPECS="index_list_one_layout=1 index_scan=0"
-# TILES=index_list_one_layout=1.
+# Built, checked and timed, no faster, removed (commit 8445681: Tiles.index_list_one_layout): sel1's [256, K] listing
+# chunks loaded a key a thread in the layout Triton gives their atomics and stores, whose addresses are data-dependent,
+# instead of K keys a thread (one vector load) and each of those operands converted to that layout through shared
+# memory. AOT on a CPU (results/indexer36_list_layout_sass_cpu.txt, sm_90), sel1 at 8 rows: Triton 3.8 21 -> 15 layout
+# conversions (8 -> 2 in the chunk loop), 24 -> 16 barriers, 736 -> 816 instructions; Triton 3.6 (the GPU image's)
+# 10 -> 4 conversions, 15 -> 15 barriers; gfx950 unchanged. The same bits under the interpreter. H100, one process,
+# TP8, a decode row a request, the defaults first and index_scan 0 (the defaults again) last
+# (results/indexer37_h100_specs_one_layout_w4w8.log, 3.11 TB/s), rows 4 / 8: 8K 176.5 / 224.9 and 176.2 / 226.3 us ->
+# 176.2 / 224.7; 128K 206.1 / 287.9 and 204.5 / 287.2 -> 206.8 / 288.6. Its checks, 0 failures, every control
+# failing: check_layer TP8 bf16 rows 4 / 8 at 8K / 128K, check_topk at 128K / 300K
+# (results/indexer37_h100_check_{layer,topk}_one_layout.log).
+# Also timed, slower (the same H100, one process at 8 rows: results/indexer37_h100_specs_slices_w8.log): index_slices
+# 256 (32 score and select tasks a row) and 64 (8), 8K / 128K: defaults 225.0 / 287.7 and 223.7 / 287.6 us; 256
+# 239.4 / 316.0; 64 226.3 / 308.6.
 # Built, checked and timed, no faster, removed (commits 8745baa, 8f9a820, d2919ad, 2ae15e0: Tiles.index_peel): 1, the
 # pipelined score loop over a slice's whole steps without masks, its partial last step alone; 2, also each key's and
 # scale's address one 32-bit offset from the pool's start (the pool bounded under 2 GiB at bind). The same bits under

@@ -10,10 +10,7 @@ the flag) at each width W: its registers, spill bytes and bar.sync; --gfx950: al
 tiles): VGPRs, SGPRs, their spills and LDS. --flag NAME=V,V...: the whole kernel at each of those values of that
 Tiles field instead (default index_packed_counts=0,1); --whole-only: the stage functions not compiled.
 
---one-layout: the stage functions with index_list_one_layout off / on instead (index_packed_counts on).
-
 python test/kernels/glm53/sass_select.py [--whole 1 8] [--gfx950] [--flag index_packed_counts=0,1] [--whole-only]
-    [--one-layout]
 """
 
 from __future__ import annotations
@@ -40,8 +37,7 @@ BUILDS = {"1 row": dict(R=1, NSL=128, ISCAN=256, LIST=0), "8 rows": dict(R=8, NS
 def _select_probe(scores_ptr, lengths_ptr, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, err_ptr,
                   task_count_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, epoch, ok, R: tl.constexpr,
                   KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr,
-                  NPROG: tl.constexpr, LIST: tl.constexpr, STAGE: tl.constexpr, PACKED: tl.constexpr,
-                  ONE_LAYOUT: tl.constexpr = False):
+                  NPROG: tl.constexpr, LIST: tl.constexpr, STAGE: tl.constexpr, PACKED: tl.constexpr):
     """grid = (NPROG,): one select stage's tasks as the launch calls them (ok: the launch's flag, a runtime value);
     LIST > 0: sel1 lists each slice's keys in [256, LIST] chunks and the later stages scan the lists."""
     pid = tl.program_id(0)
@@ -51,7 +47,7 @@ def _select_probe(scores_ptr, lengths_ptr, page_table_ptr, hist_ptr, kept_ptr, c
         select.select_digit(scores_ptr, lens, hist_ptr, hist_ptr, kept_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch, pid,
                             ok, task_count_ptr, 6, 8, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, 16,
                             16, True, cand_pos_ptr, cand_key_ptr, ncand_ptr, 1 if LIST > 0 else 0, LIST,
-                            PACKED=PACKED, ONE_LAYOUT=ONE_LAYOUT)
+                            PACKED=PACKED)
     elif STAGE == 1:
         select.select_digit(scores_ptr, lens, hist_ptr, hist_ptr, kept_ptr, kept_ptr, cnt_ptr, topk_ptr, epoch, pid,
                             ok, task_count_ptr, 7, 16, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, 16,
@@ -107,21 +103,18 @@ def main():
     p.add_argument("--flag", default="index_packed_counts=0,1", help="NAME=V,V...: the Tiles field the whole kernel "
                    "is compiled at each value of")
     p.add_argument("--whole-only", action="store_true", help="only the whole kernel")
-    p.add_argument("--one-layout", action="store_true", help="the stage functions with index_packed_counts on, "
-                   "index_list_one_layout off / on (sel1's listing chunks in one layout), not packed off / on")
     a = p.parse_args()
     if a.whole_only:
         print(f"# sm_90 AOT on a CPU (compile only), Triton {triton.__version__}", flush=True)
         return whole_kernel(a.whole, a.gfx950, a.flag)
-    flag = "index_list_one_layout" if a.one_layout else "index_packed_counts"
     print(f"# sm_90 AOT on a CPU (compile only), Triton {triton.__version__}; each stage's function alone, "
-          f"{flag} off / on", flush=True)
+          "index_packed_counts off / on", flush=True)
     for build, shape in BUILDS.items():
         for name, stage in STAGES.items():
             line = []
-            for on in (False, True):
+            for packed in (False, True):
                 consts = {"KTOP": 2048, "PMAX": 2048, "IBLK": 256, "NPROG": 132, **shape, "STAGE": stage,
-                          "PACKED": on or a.one_layout, "ONE_LAYOUT": on and a.one_layout}
+                          "PACKED": packed}
                 k = sass_mix.compile_sm90(_select_probe, SIG, consts, 8)
                 text = sass_mix.disassemble(k)
                 use = _ptxas_usage(k.asm["ptx"])
