@@ -25,8 +25,8 @@ BACKEND_OF_ISA = {"sm_90": "triton", "gfx950": "triton", "gfx942": "triton"}
 BUILT_TP = (1, 2, 4, 8)  # TP sizes the launches build (at TP > 1 every kind exchanges its partials in the launch)
 # (ISA, TP) whose whole step ran on that hardware -> the results log that shows it
 RAN: dict[tuple[str, int], str] = {
-    # an H100, 5 layers, with index_pair (step4_h100_check_step_fp8.log: fp8 KV, before it); the 7-layer step on an
-    # H200 (older tiles): step3_h200_check_step_*.log
+    # an H100, 5 layers, with index_pair (step6_h100_check_step_fp8.log: fp8 KV); the 7-layer step on an H200 (older
+    # tiles): step3_h200_check_step_*.log
     ("sm_90", 1): "test/kernels/glm53/results/step5_h100_check_step_bf16.log",
 }
 DRAFT_NOTE = "the MTP draft model (GlmMoeDsaForCausalLMNextN) runs on SGLang's own path"
