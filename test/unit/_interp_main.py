@@ -77,12 +77,6 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
-    # MoE up's k parts a step by its used experts (ks_u_wide past ks_u_until; the tiny hidden has 2 k blocks): one
-    # part, then two past 1 used expert (every step), one past 1, two past 64 (never)
-    "w3_ks_u1": (3, torch.bfloat16, "ks_u=1"),
-    "w3_ks_u_wide": (3, torch.bfloat16, "ks_u=1,ks_u_wide=2,ks_u_until=1"),
-    "w3_ks_u_narrow": (3, torch.bfloat16, "ks_u=2,ks_u_wide=1,ks_u_until=1"),
-    "w3_ks_u_unused": (3, torch.bfloat16, "ks_u=1,ks_u_wide=2,ks_u_until=64"),
 }
 
 
@@ -375,8 +369,6 @@ def main(kind: str, case: str) -> None:
         res["floors_planted_caught"] = not floors_match(plan, kind, step.lengths, plant=True)[0]
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
-    if "expert_ids" in out:  # the used experts: those any row picked, and the fused one (its last column)
-        res["used_experts"] = len(set(out["expert_ids"].flatten().tolist()))
     try:
         check_task_counts(plan.table, plan.dims, counted)
         res["task_counts_ok"] = True

@@ -150,24 +150,6 @@ def test_index_atomics_change_no_bit(kind, case):
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
 
 
-@pytest.mark.parametrize("kind, case, up_tasks_a_used_expert", [
-    ("shared", "w3_ks_u1", 1), ("shared", "w3_ks_u_wide", 2), ("shared", "w3_ks_u_narrow", 1),
-    ("shared", "w3_ks_u_unused", 1), ("indexer", "w3_ks_u_wide", 2)])
-def test_up_parts_by_used_experts(kind, case, up_tasks_a_used_expert):
-    """MoE up's k parts chosen a step by its used experts (tiles ks_u_wide past ks_u_until: two parts past one used
-    expert, one past one, two past 64), against one part and the default build's two: up ran that many tasks a used
-    expert (the tiny column tile covers an expert's intermediate), act summed them, and the outputs are within the
-    oracle's bounds (which runs tiles.up_parts too) with the default build's bits (the interpreter's f32 sums of these
-    parts are exact: a part left out, or summed twice, changes them)."""
-    r, res = _run(kind, case)
-    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
-    for name, bound in registry.get(kind).interp_bounds["w3"].items():
-        assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
-    assert res["digests"] == _pinned()[(kind, "w3")]
-    assert res["task_counts_ok"] is True, res["task_counts_ok"]
-    assert res["task_counts"]["up"] == res["used_experts"] * up_tasks_a_used_expert, (res["task_counts"], res)
-
-
 def _pairs_checked(res):
     """Where the launch counted digits 1 and 2 as pairs (index_pair), its pair histogram is torch's count over its own
     keys after its last launch, on the parity its first used (so the zeroing between shows), and a count planted off

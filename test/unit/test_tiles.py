@@ -39,22 +39,6 @@ def test_up_parts_fill_one_round_at_one_row(width, want):
     assert Tiles().for_target("gfx950").for_programs(geo, 256, tp=8, width=width).ks_u == 4
 
 
-def test_up_parts_past_their_used_experts():
-    """ks_u_wide: up's parts a step past ks_u_until used experts (`Tiles.up_parts`), ks_u up to it; the table's
-    up_part holds the most of them; off (0) every step takes ks_u; a count outside 0-8 is refused."""
-    geo = li.glm53_geometry()
-    t = Tiles(ks_u_wide=8, ks_u_until=49).resolve(geo, tp=8, width=8, n_programs=132)
-    assert [t.up_parts(n) for n in (9, 49, 50, 65)] == [4, 4, 8, 8] and t.ks_u_most == 8
-    assert Tiles(ks_u_wide=8).resolve(geo, tp=8, width=8, n_programs=132).up_parts(1) == 8  # until 0: every step
-    off = Tiles().resolve(geo, tp=8, width=8, n_programs=132)
-    assert {off.up_parts(n) for n in range(1, 66)} == {4} and off.ks_u_most == 4
-    d = layer_dims(geo, tp=8, width=8, kv_dtype=torch.bfloat16, tiles=t, n_programs=132)
-    assert shared.TABLE.shapes("scratch", d)["up_part"][0][0] == d.MAXU * 8
-    assert shared.TABLE.task_counts(d)["up"] == d.MAXU * 2 * 8
-    with pytest.raises(ValueError, match="ks_u_wide 9"):
-        Tiles(ks_u_wide=9).resolve(geo, tp=8, width=8, n_programs=132)
-
-
 @pytest.mark.parametrize("width,want", [(1, 32), (2, 32), (4, 32), (8, 16)])
 def test_attention_splits_by_width(width, want):
     assert Tiles().for_width(width).nsplit == want

@@ -80,7 +80,7 @@ def moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_
         S_UP: tl.constexpr, S_ACT: tl.constexpr, S_DOWN: tl.constexpr, T_NORM2: tl.constexpr, T_GATE: tl.constexpr,
         T_ROUTE: tl.constexpr, T_DOWN: tl.constexpr, TP: tl.constexpr = 1, peers_ptr=None, rank=0,
         S_DOWN_SUM: tl.constexpr = 0, T_DOWN_SUM: tl.constexpr = 0, X_OUT_X: tl.constexpr = 0,
-        XW_OUT_X: tl.constexpr = 0, BX: tl.constexpr = 0, KS_UW: tl.constexpr = 0, U_UNTIL: tl.constexpr = 0):
+        XW_OUT_X: tl.constexpr = 0, BX: tl.constexpr = 0):
     """norm2, gate, route, up, act, down (TP > 1: then down_sum), each but the last followed by its hand-off (the
     last is the launch's last stage: `sync.launch_end` follows it). Returns ok."""
     moe_half.norm2(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, eps, pid, ok, task_count_ptr, S_NORM2,
@@ -100,13 +100,12 @@ def moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_
 
     my_uniq, n_u, rscale = moe_half.up(rw_ptr, xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr,
                                        routed_scaling, pid, ok, task_count_ptr, S_UP, R, D, E, E_PAD, I, MAXU, BU,
-                                       KS_U, UP_MT, STAGES_UP, SWAP_MOE, NPROG, SKIP_MASK, COUNT_TASKS, KS_UW,
-                                       U_UNTIL)
+                                       KS_U, UP_MT, STAGES_UP, SWAP_MOE, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_UP, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
                   SKIP_ARRIVE, TRACE)
 
     moe_half.act(up_part_ptr, rw_ptr, expert_ids_ptr, aq_ptr, as_ptr, expert_weights_ptr, my_uniq, n_u, rscale, pid,
-                 ok, task_count_ptr, S_ACT, R, E, TOPK, KP, I, KS_U, NPROG, SKIP_MASK, COUNT_TASKS, KS_UW, U_UNTIL)
+                 ok, task_count_ptr, S_ACT, R, E, TOPK, KP, I, KS_U, NPROG, SKIP_MASK, COUNT_TASKS)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ACT, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
                   SKIP_ARRIVE, TRACE)
 

@@ -98,7 +98,7 @@ def indexer_layer_kernel(
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr,
     STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr,
     WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr, KS_UW: tl.constexpr, U_UNTIL: tl.constexpr,
+    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr,
     # build options
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
@@ -147,7 +147,7 @@ def indexer_layer_kernel(
              R, D, E, E_PAD, TOPK, KP, I, MAXU, BE, KS_G, BU, KS_U, DCW, DCW_P, STAGES_DN, DN_PARTS, STAGES_UP, UP_MT,
              NORM_GP, ROUTE_RC, STAGES, SWAP_MOE, NPROG, N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS,
              S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN, TP, peers_ptr, rank,
-             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX, KS_UW=KS_UW, U_UNTIL=U_UNTIL)
+             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX)
     launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG, N_STAGES, TRACE)
 
 

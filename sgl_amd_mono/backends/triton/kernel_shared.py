@@ -21,18 +21,16 @@ from sgl_amd_mono.glm53.kinds.dims import LayerDims, cdiv, layer_dims, pow2
 
 def constexprs(d: LayerDims) -> dict:
     """The kernel's geometry and tile constexprs for resolved dims (BN_*: GEMV columns a task; KS_*:
-    split-K parts, KS_UW MoE up's past U_UNTIL used experts (tiles.up_parts); BE: gate experts a task; DCW:
-    down's output columns a task, DCW_P its power-of-two tile; STAGES*: pipeline depths; UP_MT: a power of two
-    >= MoE up's tasks a program; NORM_GP: a hidden row's 128-groups padded to a power of two; BX: a cross-rank
-    sum task's words)."""
+    split-K parts; BE: gate experts a task; DCW: down's output columns a task, DCW_P its power-of-two tile;
+    STAGES*: pipeline depths; UP_MT: a power of two >= MoE up's tasks a program; NORM_GP: a hidden row's
+    128-groups padded to a power of two; BX: a cross-rank sum task's words)."""
     t = d.tiles
     return dict(
         d.geometry(),
         BN_A=t.bn_a, KS_A=t.ks_a, BN_B=t.bn_b, KS_B=t.ks_b, BN_O=t.bn_o, KS_O=t.ks_o, BE=t.be, KS_G=t.ks_g,
         BU=t.bu, KS_U=t.ks_u, DCW=t.dcw, DCW_P=pow2(t.dcw), STAGES_DN=t.stages_dn, DN_PARTS=t.dn_parts,
         STAGES_UP=t.stages_up, ATT_BLK=t.att_blk,
-        UP_MT=pow2(cdiv(d.MAXU * (d.I // t.bu) * t.ks_u_most, d.n_programs)), NORM_GP=pow2(d.D // 128),
-        KS_UW=t.ks_u_wide or t.ks_u, U_UNTIL=t.ks_u_until if t.ks_u_wide else d.MAXU,
+        UP_MT=pow2(cdiv(d.MAXU * (d.I // t.bu) * t.ks_u, d.n_programs)), NORM_GP=pow2(d.D // 128),
         WUV_SH=t.wuv_sh, ROUTE_RC=t.route_rc, STAGES=t.stages, SWAP_AB=t.swap_ab, SWAP_MOE=t.swap_ab or t.swap_moe,
         PRELOAD=t.preload, BX=t.bx,
     )
@@ -74,7 +72,7 @@ def shared_layer_kernel(
     DCW: tl.constexpr, DCW_P: tl.constexpr, STAGES_DN: tl.constexpr, DN_PARTS: tl.constexpr,
     STAGES_UP: tl.constexpr, ATT_BLK: tl.constexpr, UP_MT: tl.constexpr, NORM_GP: tl.constexpr,
     WUV_SH: tl.constexpr, ROUTE_RC: tl.constexpr, STAGES: tl.constexpr, SWAP_AB: tl.constexpr,
-    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr, KS_UW: tl.constexpr, U_UNTIL: tl.constexpr,
+    SWAP_MOE: tl.constexpr, PRELOAD: tl.constexpr, BX: tl.constexpr,
     # build options
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
@@ -148,7 +146,7 @@ def shared_layer_kernel(
              R, D, E, E_PAD, TOPK, KP, I, MAXU, BE, KS_G, BU, KS_U, DCW, DCW_P, STAGES_DN, DN_PARTS, STAGES_UP, UP_MT,
              NORM_GP, ROUTE_RC, STAGES, SWAP_MOE, NPROG, N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS,
              S_NORM2, S_GATE, S_ROUTE, S_UP, S_ACT, S_DOWN, T_NORM2, T_GATE, T_ROUTE, T_DOWN, TP, peers_ptr, rank,
-             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX, KS_UW=KS_UW, U_UNTIL=U_UNTIL)
+             S_DOWN_SUM, T_DOWN_SUM, X_OUT_X, XW_OUT_X, BX)
     launch_end(sync_ptr, trace_ptr, pid, epoch, ok, NPROG, N_STAGES, TRACE)
 
 

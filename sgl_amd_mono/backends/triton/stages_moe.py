@@ -10,8 +10,7 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import count_task, last_to_land, live_tasks
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv2_expert_tasks, fp8_gemv_experts,
-                                                   norm_quant_row, quant_group, sum_parts,
-                                                   sum_parts_upto, to_bf16)
+                                                   norm_quant_row, quant_group, sum_parts, to_bf16)
 
 
 @triton.jit
@@ -120,36 +119,24 @@ def used_experts(rw_ptr, uniq_ptr, routed_scaling, R: tl.constexpr, E: tl.conste
 
 
 @triton.jit
-def up_parts(n_u, KS_U: tl.constexpr, KS_UW: tl.constexpr, U_UNTIL: tl.constexpr):
-    """MoE up's k parts a step with n_u used experts: KS_U up to U_UNTIL, KS_UW past it (tiles.up_parts)."""
-    return tl.where(n_u <= U_UNTIL, KS_U, KS_UW)
-
-
-@triton.jit
 def up(rw_ptr, xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, routed_scaling, pid, ok, task_count_ptr,
        S: tl.constexpr, R: tl.constexpr, D: tl.constexpr, E: tl.constexpr, E_PAD: tl.constexpr, I: tl.constexpr,
        MAXU: tl.constexpr, BU: tl.constexpr, KS_U: tl.constexpr, UP_MT: tl.constexpr, STAGES_UP: tl.constexpr,
-       SWAP_MOE: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
-       KS_UW: tl.constexpr, U_UNTIL: tl.constexpr):
+       SWAP_MOE: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Every program lists the used experts itself (`used_experts`, at uniq[pid]), then runs its tasks of
     split-K parts of x @ gate^T | x @ up^T a used expert, in one pipelined loop (`fp8_gemv2_expert_tasks`).
     Returns (this program's list, its length n_u, each row's renormalisation) for act and down. The task
-    count (n_u column tiles x k parts, `up_parts`) depends on the routing: at most the table's MAXU x I/BU x
-    the most parts."""
+    count (n_u column tiles x parts) depends on the routing: at most the table's MAXU x I/BU x KS_U."""
     my_uniq = uniq_ptr + pid * (MAXU + 1)
     n_u, rscale = used_experts(rw_ptr, my_uniq, routed_scaling, R, E, E_PAD)
     n_u = tl.minimum(n_u, MAXU)
     NT_UP: tl.constexpr = I // BU
-    if KS_UW == KS_U:
-        ks = KS_U  # a constexpr: the k loop's trip count fixed at compile time
-    else:
-        ks = up_parts(n_u, KS_U, KS_UW, U_UNTIL)
-    n_tasks = live_tasks(n_u * NT_UP * ks, ok, S, SKIP_MASK)
+    n_tasks = live_tasks(n_u * NT_UP * KS_U, ok, S, SKIP_MASK)
     if COUNT_TASKS:
         for t in tl.range(pid, n_tasks, NPROG):  # the tasks fp8_gemv2_expert_tasks runs on this program
             count_task(task_count_ptr, S, COUNT_TASKS)
     fp8_gemv2_expert_tasks(xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, my_uniq, up_part_ptr, pid, n_tasks, R, I, D, E, BU,
-                           ks, NPROG, UP_MT, STAGES_UP, SWAP_MOE)
+                           KS_U, NPROG, UP_MT, STAGES_UP, SWAP_MOE)
     return my_uniq, n_u, rscale
 
 
@@ -157,11 +144,10 @@ def up(rw_ptr, xq2_ptr, xs2_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, rout
 def act(up_part_ptr, rw_ptr, expert_ids_ptr, aq_ptr, as_ptr, expert_weights_ptr, my_uniq, n_u, rscale, pid, ok,
         task_count_ptr, S: tl.constexpr, R: tl.constexpr, E: tl.constexpr, TOPK: tl.constexpr, KP: tl.constexpr,
         I: tl.constexpr, KS_U: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-        COUNT_TASKS: tl.constexpr, KS_UW: tl.constexpr, U_UNTIL: tl.constexpr):
+        COUNT_TASKS: tl.constexpr):
     """Task (u, g): act[u] = SiLU(bf16(gate)) * bf16(up), rounded to bf16, quantized per 128-group; the group
     scales are stored times row r's routing weight of expert u (so down's sum over experts is weighted).
-    Then tasks on programs NPROG-1-r write row r's routing weights (expert_ids order). The k parts summed are
-    up's (`up_parts`; KS_UW == KS_U: always KS_U)."""
+    Then tasks on programs NPROG-1-r write row r's routing weights (expert_ids order)."""
     NG_I: tl.constexpr = I // 128
     rows = tl.arange(0, 16)
     rmask = rows < R
@@ -171,16 +157,9 @@ def act(up_part_ptr, rw_ptr, expert_ids_ptr, aq_ptr, as_ptr, expert_weights_ptr,
         gi = t % NG_I
         cols = gi * 128 + tl.arange(0, 128)
         offs = rows[:, None] * (2 * I) + cols[None, :]
-        if KS_UW == KS_U:
-            pb = up_part_ptr + u * KS_U * R * (2 * I)
-            g = to_bf16(sum_parts(pb, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
-            upv = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
-        else:
-            ks = up_parts(n_u, KS_U, KS_UW, U_UNTIL)
-            pb = up_part_ptr + u * ks * R * (2 * I)
-            KS_MOST: tl.constexpr = KS_U if KS_U > KS_UW else KS_UW
-            g = to_bf16(sum_parts_upto(pb, R * 2 * I, offs, rmask[:, None], KS_MOST, ks)).to(tl.float32)
-            upv = to_bf16(sum_parts_upto(pb + I, R * 2 * I, offs, rmask[:, None], KS_MOST, ks)).to(tl.float32)
+        pb = up_part_ptr + u * KS_U * R * (2 * I)
+        g = to_bf16(sum_parts(pb, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
+        upv = to_bf16(sum_parts(pb + I, R * 2 * I, offs, rmask[:, None], KS_U)).to(tl.float32)
         a = to_bf16(g * tl.sigmoid(g) * upv).to(tl.float32)
         aq, as_ = quant_group(a)
         e = tl.minimum(tl.maximum(tl.load(my_uniq + u), 0), E)

@@ -215,7 +215,7 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
     xq: [R, K] fp8, xs: [R, K/128] f32; w: [E + 1, 2I, K] fp8, ws: [E + 1, 2I/128, K/128] f32;
     part: [n_used * KS, R, 2I] f32."""
     NT: tl.constexpr = I // BU
-    NKB = (K // 128) // KS  # a constexpr unless KS is a runtime count (tiles.ks_u_wide)
+    NKB: tl.constexpr = (K // 128) // KS
     rows = tl.arange(0, 16)
     rmask = rows < R
     n_my = tl.cdiv(tl.maximum(n_tasks - pid, 0), NPROG)
@@ -261,16 +261,6 @@ def sum_parts(ptr, stride_part, offs, mask, KS: tl.constexpr):
     acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
     for k in tl.static_range(1, KS):
         acc += tl.load(ptr + k * stride_part + offs, mask=mask, other=0.0, cache_modifier=".cg")
-    return acc
-
-
-@triton.jit
-def sum_parts_upto(ptr, stride_part, offs, mask, KS_MOST: tl.constexpr, ks):
-    """`sum_parts` of the first ks (a runtime count, 1 to KS_MOST) parts, in part order (fixed)."""
-    acc = tl.load(ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
-    for k in tl.static_range(1, KS_MOST):
-        x = tl.load(ptr + k * stride_part + offs, mask=mask & (k < ks), other=0.0, cache_modifier=".cg")
-        acc = tl.where(k < ks, acc + x, acc)  # a part not summed leaves acc's bits (a -0.0 stays -0.0)
     return acc
 
 

@@ -54,15 +54,13 @@ class Tiles:
     # where the count depends on how the rows' picks overlap. H200 TP8 8K (results/trace_h200_up_parts.log):
     # 1 row 96.7 / 96.9 us vs 100.8 / 98.8 at 4 parts (time_layers), 95.5-95.6 vs 97.2-97.9 (traces); 2 rows,
     # 3 parts: faster when all 17 experts are live (traces: 105.4-105.7 vs 109.0-109.1, 4 parts making 136
-    # tasks for 132 programs) but slower at time_layers' 15.8 (105.2 / 105.4 vs 103.1 / 103.2), so 4
+    # tasks for 132 programs) but slower at time_layers' 15.8 (105.2 / 105.4 vs 103.1 / 103.2), so 4. Built, checked
+    # and timed, not taken, reverted (commit 6ffb0f2: Tiles.ks_u_wide, ks_u_until): 8 or 6 parts a step past 49 used
+    # experts (42 or 40 k blocks on the busiest program at 50-57 / 50-55 against 48). H100, one process, TP8, 8 rows,
+    # the defaults first and last (results/moe1_h100_specs_ks_u_wide_*.log), shared 8K / 128K 184.9 / 186.4 and 185.8
+    # / 187.6 us -> 186.2 / 187.8 (8), 183.5 / 188.7 (6); indexer 220.8 / 282.2 and 220.7 / 282.2 -> 222.2 / 282.9,
+    # 221.3 / 279.8.
     ks_u: int = 0
-    # ks_u_wide (0: off): MoE up's k parts a step whose used experts (the fused one counted) exceed ks_u_until, ks_u
-    # up to it (`up_parts`). At 8 rows, 132 programs, 2 column tiles an expert: 4 parts (12 k blocks) take 3 rounds up
-    # to 49 used experts, 4 rounds (48 k blocks on the busiest program) at 50-66; 8 parts (6) 7 rounds (42) at 50-57,
-    # 6 parts (8) 5 rounds (40) at 50-55. Not yet timed; sm_90 AOT (results/moe_ks_u_wide_sass_cpu.txt): the same
-    # registers, spills and barriers.
-    ks_u_wide: int = 0
-    ks_u_until: int = 0
     dcw: int = 0  # MoE down's output columns a task; 0: ceil(hidden / (programs / dn_parts)) rounded up to 8
     # MoE down: 2 parts of the used experts, each a task per 96-column tile (a 128-row swapped wgmma tile over
     # both warpgroups) with 5 pipeline stages, against 1 part of 48-column tiles with 8 (H200, TP8 8K,
@@ -438,9 +436,7 @@ class Tiles:
             ks_i=ks(geo.hidden // 128, self.ks_i), ks_w=ks(geo.hidden // 128, self.ks_w),
             ks_iq=ks(geo.q_lora // 128, self.ks_iq),
             ks_o=ks(s.heads * geo.v_head // 128, self.ks_o), ks_g=ks(geo.hidden // 128, self.ks_g),
-            ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0,
-            ks_u_wide=ks(geo.hidden // 128, self.ks_u_wide) if self.ks_u_wide else 0,
-            be=min(self.be, pow2(max(16, geo.n_routed))),
+            ks_u=ks(geo.hidden // 128, self.ks_u) if self.ks_u else 0, be=min(self.be, pow2(max(16, geo.n_routed))),
             bu=min(self.bu, s.moe_inter), dcw=min(self.dcw, geo.hidden),
             ks_mu=ks(geo.hidden // 128, self.ks_mu), ks_md=ks(max(1, s.dense_inter // 128), self.ks_md))
 
@@ -472,9 +468,6 @@ class Tiles:
                              "stage sums a block's hits and keys above in 16 bits each)")
         if self.index_slices < 1:
             raise ValueError(f"index_slices {self.index_slices} is not a positive count")
-        if not 0 <= self.ks_u_wide <= 8 or self.ks_u_until < 0:
-            raise ValueError(f"ks_u_wide {self.ks_u_wide} is not 0 (off) or 1-8 k parts, or ks_u_until "
-                             f"{self.ks_u_until} is negative")
         if self.index_atomics < 0 or self.index_atomics & (self.index_atomics - 1) or self.index_atomics > 64:
             raise ValueError(f"index_atomics {self.index_atomics} is neither 0 nor a power of two up to 64 (copies)")
         if self.index_pipe < 0 or self.index_pipe == 1 or self.index_pipe > 8:
@@ -537,15 +530,6 @@ class Tiles:
             best = min(parts, key=lambda d: (busiest(d), d != four, d)) if width == 1 else four
             t = dataclasses.replace(t, ks_u=best)
         return t
-
-    @property
-    def ks_u_most(self) -> int:
-        """MoE up's most k parts a step (the table's up_part holds that many a used expert)."""
-        return max(self.ks_u, self.ks_u_wide)
-
-    def up_parts(self, n_used: int) -> int:
-        """MoE up's k parts a step with n_used used experts (the fused one counted): ks_u_wide past ks_u_until."""
-        return self.ks_u_wide if self.ks_u_wide and n_used > self.ks_u_until else self.ks_u
 
 
 # Per-kind defaults of the fields Tiles leaves 0: qkv_a's k parts, q_b's column tile and k parts. The shared

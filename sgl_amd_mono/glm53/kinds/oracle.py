@@ -44,8 +44,7 @@ scale = max(amax, 1e-10) / 448; "parts" = split-K parts, part k summing k blocks
     lg_part: [t.ks_g, R, E] f32 parts of the router logits
     rw: [E+1, 16] f32: rw[e, r] = sigmoid score if row r picked e else 0; rw[E, r] = 1 (rows r < R)
     uniq: [n_programs, MAXU+1] i32: row p = used experts ascending, then E, then stale
-    up_part: [MAXU*t.ks_u_most, R, 2I] f32: [u*ks + k] = gate | up part k of used expert u (uniq order), ks =
-      t.up_parts(n_u)
+    up_part: [MAXU*t.ks_u, R, 2I] f32: [u*ks_u + k] = gate | up part k of used expert u (uniq order)
     aq: [MAXU, R, I] fp8, as: [MAXU, R, I/128] f32 = q/s(SiLU(gate) * up), scales x the row's weight
     dn_part: [t.dn_parts, R, D] f32: part p = sum over the p-th run of ceil(n_u/dn_parts) used experts
 """
@@ -238,7 +237,7 @@ def compare(table: KindTable, d, stage: str, got: dict, want: dict, context: dic
             n_l = list_len(uniq, d.E)
             g, t = g[:, :n_l], t[:, :n_l]
         elif w == "up_part":
-            g, t = g[: n_u * d.tiles.up_parts(n_u)], t[: n_u * d.tiles.up_parts(n_u)]
+            g, t = g[: n_u * d.tiles.ks_u], t[: n_u * d.tiles.ks_u]
         elif w == "aq":
             g, t = g[:n_u], t[:n_u]
         if w in PAIRS:

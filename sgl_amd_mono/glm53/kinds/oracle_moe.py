@@ -65,12 +65,12 @@ def route(b: dict, d) -> None:
 
 def up(b: dict, d) -> None:
     """uniq[p] = the used experts (rw != 0 for some row) ascending, then E, for every program p;
-    up_part[u * ks + k] = gate | up split-K part k of used expert u (f32), ks = tiles.up_parts(n_u)."""
+    up_part[u * KS_U + k] = gate | up split-K part k of used expert u (f32)."""
     used = (b["rw"][: d.E, : d.R] != 0).any(dim=1).nonzero().flatten()
     lst = torch.cat((used, torch.tensor([d.E], device=used.device))).to(torch.int32)[: d.MAXU + 1]
     b["uniq"][:, : lst.numel()] = lst
     n_u = min(lst.numel(), d.MAXU)
-    ks = d.tiles.up_parts(n_u)
+    ks = d.tiles.ks_u
     for u in range(n_u):
         e = int(lst[u])
         b["up_part"][u * ks: (u + 1) * ks].copy_(gemv_parts(b["xq2"], b["xs2"], b["w13"][e], b["w13_s"][e], ks))
@@ -82,7 +82,7 @@ def act(b: dict, d) -> None:
     scores x renorm, 1 for the fused expert."""
     rw, uniq = b["rw"], b["uniq"]
     scale = renorm(rw, d)
-    ks = d.tiles.up_parts(n_used(uniq, d.E))
+    ks = d.tiles.ks_u
     for u in range(n_used(uniq, d.E)):
         e = int(uniq[0, u])
         a = ref.silu_and_mul(sum_parts(b["up_part"][u * ks: (u + 1) * ks]).to(torch.bfloat16))
