@@ -12,7 +12,7 @@ import functools
 import torch
 
 from sgl_amd_mono.backends import reference as ref
-from sgl_amd_mono.glm53.config import GLM53_PRESET, Glm53Geometry, load_hf_config
+from sgl_amd_mono.glm53.config import GLM53_PRESET, INDEX_PAGE as PAGE, Glm53Geometry, load_hf_config
 from sgl_amd_mono.glm53.layer import AttentionWeights, MoeWeights
 
 FP8 = torch.float8_e4m3fn
@@ -155,6 +155,37 @@ def random_step(geo: Glm53Geometry, *, width: int, context: int, kv_dtype: torch
         topk[j] = row.to(torch.int32)[torch.randperm(k, generator=g)]
     to = lambda t: t.to(device)  # noqa: E731
     return Step(to(hidden), to(residual), to(cos_sin), to(cache), to(out_loc), to(topk), live)
+
+
+def decode_step(geo: Glm53Geometry, *, contexts: list[int], kv_dtype: torch.dtype, seed: int = 0,
+                device="cpu") -> Step:
+    """A decode step: a row a request, row b reading contexts[b] keys of its own request (its new one, written this
+    step, last), each request in its own 64-slot pages spread at random over one cache (page 0: the dummy), as
+    SGLang's pool holds them. Each row's top-k: index_topk distinct positions of its request at random (every entry
+    valid, as a row past index_topk keys gets from its indexer), as physical slots in position order."""
+    g = torch.Generator().manual_seed(seed)
+    r, k, d = len(contexts), geo.index_topk, geo.hidden
+    if min(contexts) <= k:
+        raise ValueError(f"contexts {contexts}: a decode row here reads more than index_topk {k} keys")
+    pages = [-(-c // PAGE) for c in contexts]
+    perm = torch.randperm(sum(pages), generator=g) + 1
+    hidden = torch.randn(r, d, generator=g).to(torch.bfloat16)
+    residual = (2.0 * torch.randn(r, d, generator=g)).to(torch.bfloat16)
+    positions = torch.tensor(contexts, dtype=torch.int64) - 1
+    cos_sin = ref.rope_cos_sin(positions, rotary_dim=geo.qk_rope, theta=geo.rope_theta)
+    cache = torch.randn((1 + sum(pages)) * PAGE, geo.kv_cache_dim, generator=g)
+    cache = cache.to(torch.bfloat16) if kv_dtype == torch.bfloat16 else cache.to(FP8).view(torch.uint8)
+    out_loc = torch.empty(r, dtype=torch.int64)
+    topk = torch.empty(r, k, dtype=torch.int32)
+    at = 0
+    for b, (n, npg) in enumerate(zip(contexts, pages)):
+        table = perm[at: at + npg]
+        at += npg
+        slot = lambda pos: table[pos // PAGE] * PAGE + pos % PAGE  # noqa: E731
+        out_loc[b] = slot(torch.tensor(n - 1))
+        topk[b] = slot(torch.randperm(n, generator=g)[:k].sort().values).to(torch.int32)
+    to = lambda t: t.to(device)  # noqa: E731
+    return Step(to(hidden), to(residual), to(cos_sin), to(cache), to(out_loc), to(topk), r)
 
 
 def oracle(geo, attn_w, moe_w, step: Step) -> tuple[dict, torch.Tensor]:

@@ -77,6 +77,8 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
+    # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape
+    "w3_decode": (3, torch.bfloat16, "", 300, "decode"),
 }
 
 
@@ -346,8 +348,9 @@ def main(kind: str, case: str) -> None:
     kc = registry.get(kind)
     width, kv, spec, *more = CASES[case]
     context = more[0] if more else 300
+    shape = registry.step_shape(kind, more[1]) if len(more) > 1 else {}
     geo = li.tiny_geometry()
-    weights, step = kc.inputs(geo, tp=1, width=width, context=context, kv_dtype=kv, seed=3, device="cpu")
+    weights, step = kc.inputs(geo, tp=1, width=width, context=context, kv_dtype=kv, seed=3, device="cpu", **shape)
     ref, caches_ref = kc.oracle(geo, weights, step)
     opts = dataclasses.replace(kc.options(context), placement="sequential", count_tasks=True)
     plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=kv, device="cpu", options=opts, tiles=tiles_of(spec))

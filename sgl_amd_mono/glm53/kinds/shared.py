@@ -92,4 +92,7 @@ BOUNDS_INTERP: dict[str, dict[str, float]] = {
     "w1": _EXACT, "w2": _EXACT, "w2_options": _EXACT, "w2_gfx950": _EXACT,
     "w3": {**_EXACT, "shared.o.rel": 7e-4, "shared.residual_out.rel": 5e-5, "shared.out.rel": 1.2e-5},
     "w4fp8": {**_EXACT, "shared.o.rel": 1e-3, "shared.residual_out.rel": 8e-5, "shared.out.rel": 2e-3},
+    # a decode row a request (the targets' timing shape: test/unit/test_launch_interp.py), measured o.rel 9.0e-4,
+    # residual_out.rel 1.5e-4, out.rel 3.1e-7
+    "w3_decode": {**_EXACT, "shared.o.rel": 1e-3, "shared.residual_out.rel": 2e-4, "shared.out.rel": 1.2e-5},
 }

@@ -95,7 +95,8 @@ def check_stages(kc, plan, layer_w, step, caches, stop_after, tag):
 
 def check_config(kc, geo, tp, width, context, kv_dtype, seed, args):
     tag = f"{kc.name} tp{tp} w{width} ctx{context} kv={'fp8' if kv_dtype != torch.bfloat16 else 'bf16'}"
-    weights, step = kc.inputs(geo, tp=tp, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device="cuda")
+    weights, step = kc.inputs(geo, tp=tp, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device="cuda",
+                              **registry.step_shape(kc.name, args.shape))
     ref, caches_ref = kc.oracle(geo, weights, step)
     plan = plan_for(kc.name, geo, tp, width, kv_dtype, kc.options(context))
     layer = plan.bind(kc.tensors(weights), launch_id=seed)
@@ -208,6 +209,8 @@ def main():
     p.add_argument("--only-deadline", action="store_true", help="only the planted missing arrival (compute-sanitizer runs)")
     p.add_argument("--tiles", default="", help="tile overrides, e.g. 'bn_a=32,ks_a=8' (default: Tiles())")
     p.add_argument("--tp-emulate", type=int, default=0, help="TP R as R emulated ranks on this GPU (check_tp.py)")
+    p.add_argument("--shape", default="mixed", choices=registry.STEP_SHAPES,
+                   help="the steps' requests (decode: a row a request, as time_layers --shape decode)")
     args = p.parse_args()
     global TILES
     TILES = Tiles().with_spec(args.tiles)

@@ -60,10 +60,10 @@ class KindCheck:
     # partials summed in rank order (what every rank's launch must hold); None: the kind has no TP oracle
     oracle_ranks: Optional[Callable] = None
 
-    def inputs(self, geo, *, tp, width, context, kv_dtype, seed, device, rank=0):
-        """(weights, step): the layer drawn from `seed`, the step from `seed + 1`."""
+    def inputs(self, geo, *, tp, width, context, kv_dtype, seed, device, rank=0, **shape):
+        """(weights, step): the layer drawn from `seed`, the step from `seed + 1` (shape: `step_shape`'s)."""
         return (self.weights(geo, tp=tp, seed=seed, device=device, rank=rank),
-                self.step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed + 1, device=device))
+                self.step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed + 1, device=device, **shape))
 
     def stage_oracle(self):
         return importlib.import_module(self.stages) if self.stages else None
@@ -142,7 +142,15 @@ def _layer_controls(kind, geo, aw, mw, rebuild):
 
 
 # ---------------- shared ----------------
-def _shared_step(geo, *, width, context, kv_dtype, seed, device):
+def _shared_step(geo, *, width, context, kv_dtype, seed, device, shape="mixed"):
+    """shape "mixed" (the checks'): one request's rows of an MTP verify from 2 rows, the last a pad row, over one
+    cache of `context` rows, 5% of the top-k entries empty; "decode" (the targets' timing shape, as the indexer
+    kinds'): a decode row a request, each over its own `indexer_requests` context, every entry valid."""
+    if shape == "decode":
+        ctx = indexer_requests(geo, width=width, context=context, shape=shape)[1]
+        return li.decode_step(geo, contexts=ctx, kv_dtype=kv_dtype, seed=seed, device=device)
+    if shape != "mixed":
+        raise ValueError(f"step shape {shape!r} is not one of {STEP_SHAPES}")
     return li.random_step(geo, width=width, context=context, kv_dtype=kv_dtype, seed=seed, device=device,
                           mtp=width > 1, pad_rows=1 if width > 1 else 0)
 
@@ -503,6 +511,14 @@ KINDS = {
         oracle=_tail_oracle, compare=_tail_compare, bounds=tail_kind.BOUNDS_GPU, interp_bounds=tail_kind.BOUNDS_INTERP,
         controls=_tail_controls, stages=None, per_op=_tail_per_op, oracle_ranks=_tail_oracle_ranks),
 }
+
+
+SHAPED_KINDS = ("shared", "indexer", "dense", "tokens")  # the kinds whose step takes a shape (STEP_SHAPES)
+
+
+def step_shape(kind: str, shape: str) -> dict:
+    """The step keywords of a --shape option for a kind ({} for a kind whose step has one shape)."""
+    return {"shape": shape} if kind in SHAPED_KINDS else {}
 
 
 def get(name: str) -> KindCheck:

@@ -144,7 +144,7 @@ def main():
     p.add_argument("--contexts", type=int, nargs="+", default=[8192, 131072])
     p.add_argument("--no-perop", action="store_true")
     p.add_argument("--shape", default="mixed", choices=registry.STEP_SHAPES,
-                   help="indexer kinds: the timed steps' requests (decode: a row a request; mixed: as the checks)")
+                   help="the timed steps' requests (decode: a row a request, the targets' shape; mixed: as the checks)")
     p.add_argument("--stages-only", action="store_true",
                    help="only time the launch with each single stage emptied (rows 1, ctx 8K): per-stage cost")
     p.add_argument("--trace", type=int, nargs="*", default=None,
@@ -172,7 +172,7 @@ def main():
         return time_tp.main(args.kind, args.tp_emulate, args.widths, args.contexts[0], Tiles().with_spec(args.tiles),
                             args.nvlink_latency_us)
     kc = registry.get(args.kind)
-    shape = {"shape": args.shape} if args.kind in INDEX_KINDS else {}
+    shape = registry.step_shape(args.kind, args.shape)
     table = kinds.get(args.kind).table
     stages = table.stage_names()
     for opt, names in (("--skip", args.skip), ("--trace-own", args.trace_own)):
@@ -213,8 +213,8 @@ def main():
     oracle_done = False
     for ctx in args.contexts:
         for w in args.widths:
-            # the indexer's steps are big (every request's whole cache): one step, a copy of its caches a layer
-            n_steps = 1 if kc.name in INDEX_KINDS else N_LAYERS
+            # steps of a request a row are big (every request's whole cache): one step, a copy of its caches a layer
+            n_steps = 1 if kc.name in INDEX_KINDS or args.shape == "decode" else N_LAYERS
             steps = [kc.step(geo, width=w, context=ctx, kv_dtype=torch.bfloat16, seed=50 + i, device="cuda", **shape)
                      for i in range(n_steps)] * (N_LAYERS // n_steps)
             caches = step_caches(kc, steps)
