@@ -183,6 +183,17 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
+def store_scores(ptrs, sc, mask, KEEP: tl.constexpr):
+    """A block's scores stored; KEEP (tiles.index_keep_scores): marked to leave L2 last (sm_90: an evict_last cache
+    policy), so that the cached keys the score loop streams after them (read once, each request's whole cache) do
+    not evict them before sel1 reads them."""
+    if KEEP:
+        tl.store(ptrs, sc, mask=mask, eviction_policy="evict_last")
+    else:
+        tl.store(ptrs, sc, mask=mask)
+
+
+@triton.jit
 def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums). SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's
@@ -211,13 +222,13 @@ def count_digit0(sc, counted, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr
 
 @triton.jit
 def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.constexpr, SWAP: tl.constexpr = False,
-               hist_row_ptr=None, ATOM: tl.constexpr = False, W0: tl.constexpr = 8):
+               hist_row_ptr=None, ATOM: tl.constexpr = False, W0: tl.constexpr = 8, KEEP: tl.constexpr = False):
     """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
     and the row takes the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h
     [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged; W0:
-    digit 0's bits)."""
+    digit 0's bits); KEEP: the scores stored to leave L2 last (`store_scores`)."""
     sc = block_scores(q, hw, k, ks, SWAP)
-    tl.store(scores_ptr + tt, sc, mask=tt < end)
+    store_scores(scores_ptr + tt, sc, tt < end, KEEP)
     if is_hist:
         hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
@@ -229,12 +240,12 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
 def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt, scores_ptr, lens, h,
                   r0, nrows, s0, s1, is_hist, IH: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
                   SCOL: tl.constexpr, SWAP: tl.constexpr, hist_ptr, ATOM: tl.constexpr, HC: tl.constexpr,
-                  W0: tl.constexpr = 8):
+                  W0: tl.constexpr = 8, KEEP: tl.constexpr = False):
     """A request's slice [s0, s1) scored for its nrows rows from r0 (page table pt; the first row's query and head
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
     digit 0 counted into row r's histogram copy at hist_ptr + r HC 2^W0 (`score_keys`; hist_ptr: the task's
-    copy of row 0's; HC copies a row of 2^W0 bins)."""
+    copy of row 0's; HC copies a row of 2^W0 bins). KEEP: `store_scores`'."""
     NB0: tl.constexpr = 1 << W0
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
@@ -250,27 +261,28 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
         k_next, ks_next = key_block(index_k_cache_ptr, stride_index_k_cache, page, tn, s1, dims)
         page = tl.load(pt + (tn + IBLK) // PAGE, mask=tn + IBLK < s1, other=0)
         h = score_keys(q0, hw0, k, ks, scores_ptr + r0 * SCOL, tt, s1, h, 0, len0, is_hist, LS, SWAP,
-                       hist_ptr + r0 * (HC * NB0), ATOM, W0)
+                       hist_ptr + r0 * (HC * NB0), ATOM, W0, KEEP)
         for j in range(1, nrows):  # a verify request's other rows
             r = r0 + j
             q = tl.load(iq_ptr + (r * IH + heads[:, None]) * ID + dims[None, :], cache_modifier=".cg")
             hw = tl.load(head_w_ptr + r * IH + heads, cache_modifier=".cg")
             rlen = tl.sum(tl.where(rows == r, lens, 0), axis=0)
             h = score_keys(q, hw, k, ks, scores_ptr + r * SCOL, tt, s1, h, j, rlen, is_hist, LS, SWAP,
-                           hist_ptr + r * (HC * NB0), ATOM, W0)
+                           hist_ptr + r * (HC * NB0), ATOM, W0, KEEP)
         k, ks = k_next, ks_next
     return h
 
 
 @triton.jit
 def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.constexpr, LS: tl.constexpr,
-              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False):
+              SWAP: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, W0: tl.constexpr, FLOOR: tl.constexpr = False,
+              KEEP: tl.constexpr = False):
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
     (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM); FLOOR:
     each lane's largest score so far in mx [IBLK] (f32; a key past s1 scores 0.0 there, `lane_floor` allows for it).
-    Returns (h0, mx)."""
+    KEEP: the scores stored to leave L2 last (`store_scores`). Returns (h0, mx)."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
-    tl.store(scores_row_ptr + tt, sc, mask=tt < s1)
+    store_scores(scores_row_ptr + tt, sc, tt < s1, KEEP)
     if HIST:
         hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
@@ -300,7 +312,7 @@ def lane_floor(mx, C: tl.constexpr):
 def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, scores_row_ptr, h, s0, s1,
                     HIST: tl.constexpr, ID: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr,
                     PIPE: tl.constexpr, hist_row_ptr, ATOM: tl.constexpr, AHEAD: tl.constexpr = False,
-                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0):
+                    W0: tl.constexpr = 8, PCH: tl.constexpr = 0, FLOOR: tl.constexpr = 0, KEEP: tl.constexpr = False):
     """One row's slice [s0, s1) scored with the loads inside the loop, software-pipelined by Triton over PIPE
     stages; HIST: digit 0 counted (ATOM: into the row's histogram at hist_row_ptr, `score_keys`). With a step's
     page ids loaded in that step, Triton (3.6 and 3.8, sm_90) gives the keys one shared-memory buffer and waits
@@ -335,7 +347,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
                     k, ks = key_block(index_k_cache_ptr, stride_index_k_cache, tl.gather(pc, (tt - c0) // PAGE, 0),
                                       tt, s1, dims)
                 h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
-                                   ATOM, W0, FLOOR > 0)
+                                   ATOM, W0, FLOOR > 0, KEEP)
             pc = pc_next
     elif AHEAD == 2:
         pg = tl.arange(0, IBLK // PAGE)
@@ -344,7 +356,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             k, ks = page_block(index_k_cache_ptr, stride_index_k_cache, pages, t0, s1, dims)
             pages = tl.load(pt + (t0 + IBLK) // PAGE + pg, mask=t0 + IBLK + pg * PAGE < s1, other=0)
             h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, t0 + blk, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
-                               ATOM, W0, FLOOR > 0)
+                               ATOM, W0, FLOOR > 0, KEEP)
     else:
         if AHEAD:
             page = tl.load(pt + (s0 + blk) // PAGE, mask=s0 + blk < s1, other=0)  # the first step's
@@ -356,7 +368,7 @@ def score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt, 
             if AHEAD:
                 page = tl.load(pt + (tt + IBLK) // PAGE, mask=tt + IBLK < s1, other=0)
             h0, mx = row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST, LS, SWAP, hist_row_ptr,
-                               ATOM, W0, FLOOR > 0)
+                               ATOM, W0, FLOOR > 0, KEEP)
     floor = (s0 * 0).to(tl.int64)
     if FLOOR > 0:
         if s1 - s0 >= 16 * IBLK:  # a shorter slice's lanes hold too few keys for a floor worth its reductions
@@ -371,7 +383,7 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
           HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          FLOOR: tl.constexpr = False):
+          FLOOR: tl.constexpr = False, KEEP: tl.constexpr = False):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -388,7 +400,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     FLOOR (tiles.index_floor): each task also writes its floor at floor[t], an order key that at least
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
-    threshold (sel1 lists and counts none: `stages_select.select_digit`)."""
+    threshold (sel1 lists and counts none: `stages_select.select_digit`).
+    KEEP (tiles.index_keep_scores): the scores stored to leave L2 last (`store_scores`)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0
@@ -419,19 +432,19 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                     if is_hist:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, True, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC)
+                                                   hist_ptr + (r0 * HC + t % HC) * NB0, ATOM, AHEAD, W0, PCH, FC, KEEP)
                     else:
                         h, floor = score_pipelined(q0, hw0, len0, index_k_cache_ptr, stride_index_k_cache, pt,
                                                    scores_ptr + r0 * SCOL, h, s0, s1, False, ID, IBLK, LS, SWAP, PIPE,
-                                                   hist_ptr, ATOM, AHEAD, 8, PCH)
+                                                   hist_ptr, ATOM, AHEAD, 8, PCH, KEEP=KEEP)
                 else:
                     h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                       scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                      hist_ptr + (t % HC) * NB0, ATOM, HC, W0)
+                                      hist_ptr + (t % HC) * NB0, ATOM, HC, W0, KEEP)
             else:
                 h = score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, pt,
                                   scores_ptr, lens, h, r0, nrows, s0, s1, is_hist, IH, ID, IBLK, LS, SCOL, SWAP,
-                                  hist_ptr + (t % HC) * NB0, ATOM, HC, W0)
+                                  hist_ptr + (t % HC) * NB0, ATOM, HC, W0, KEEP)
             if FLOOR:
                 tl.store(floor_ptr + t, floor)
             if ATOM == 0:  # the task's register histograms added into hist0's one copy (ATOM: counted there already)

@@ -323,6 +323,7 @@ class Tiles:
     # sel2 passed; needs four digits, index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
     # where it cannot run; tiles_index.py, with the runs that chose it)
     index_pair: int = -1
+    index_keep_scores: bool = False  # the score stage's stores of the scores marked to leave L2 last (tiles_index.py)
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
