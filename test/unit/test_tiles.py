@@ -80,6 +80,24 @@ def test_index_pair_by_width(width, want):
         Tiles(index_pair=2).resolve(geo, tp=8, width=width, n_programs=132)
 
 
+@pytest.mark.parametrize("width,want", [(1, 0), (2, 0), (4, 0), (8, 1)])
+def test_index_keep_scores_by_width(width, want):
+    """The scores' cache policy (index_keep_scores -1) resolves by width, a given value is kept, gfx950 keeps none,
+    the build's constant follows it, and a value that is not -1, 0 or 1 is refused."""
+    from sgl_amd_mono.backends.triton.kernel_indexer import constexprs
+
+    geo = li.glm53_geometry()
+    assert Tiles().for_width(width).index_keep_scores == want
+    assert Tiles(index_keep_scores=1).for_width(width).index_keep_scores == 1
+    assert Tiles(index_keep_scores=0).for_width(width).index_keep_scores == 0
+    assert Tiles().for_target("gfx950").for_width(width).index_keep_scores == 0
+    t = Tiles().resolve(geo, tp=8, width=width, n_programs=132, kind="indexer")
+    d = layer_dims(geo, tp=8, width=width, tiles=t, n_programs=132, kv_dtype=torch.bfloat16)
+    assert constexprs(d)["IKEEP"] == bool(want)
+    with pytest.raises(ValueError, match="index_keep_scores 2 is not -1 .by width., 0 or 1"):
+        Tiles(index_keep_scores=2).resolve(geo, tp=8, width=width, n_programs=132)
+
+
 @pytest.mark.parametrize("width,want", [(1, 128), (2, 128), (4, 256), (8, 256)])
 def test_index_block_by_width(width, want):
     """The score loop's block (index_block 0) resolves by width, a given value is kept (gfx950's 128 too), and a

@@ -49,7 +49,7 @@ def constexprs(d: LayerDims) -> dict:
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
             "KS_IQ": t.ks_iq, "IPCH": t.index_page_chunk, "IRELIST": t.index_relist,
             "IFLOOR": t.index_floor > 0 and t.index_compact > 0, "IPAIR": t.index_pair > 0,
-            "IKEEP": t.index_keep_scores}
+            "IKEEP": t.index_keep_scores > 0}
 
 
 def scalars(d: LayerDims) -> dict:

@@ -185,8 +185,8 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 @triton.jit
 def store_scores(ptrs, sc, mask, KEEP: tl.constexpr):
     """A block's scores stored; KEEP (tiles.index_keep_scores): marked to leave L2 last (sm_90: an evict_last cache
-    policy), so that the cached keys the score loop streams after them (read once, each request's whole cache) do
-    not evict them before sel1 reads them."""
+    policy) against the cached keys the score loop streams after them (read once, each request's whole cache). Meant
+    for sel1's reads of them; on an H100 the score stage itself is what gains (tiles_index.INDEX_KEEP_BY_WIDTH)."""
     if KEEP:
         tl.store(ptrs, sc, mask=mask, eviction_policy="evict_last")
     else:

@@ -9,8 +9,7 @@ import dataclasses
 
 import torch
 
-from sgl_amd_mono.backends.triton.tiles_index import (  # the indexer's defaults by width, with their runs
-    INDEX_BLOCK_BY_WIDTH, INDEX_COMPACT_BY_WIDTH, INDEX_FLOOR_BY_WIDTH, INDEX_PAIR_BY_WIDTH, INDEX_SCAN_BY_WIDTH)
+from sgl_amd_mono.backends.triton.tiles_index import index_by_width  # the indexer's defaults by width, with their runs
 from sgl_amd_mono.glm53.config import Glm53Geometry
 from sgl_amd_mono.glm53.kinds.dims import max_used_experts, pow2
 
@@ -323,7 +322,8 @@ class Tiles:
     # sel2 passed; needs four digits, index_sel_atomics and no index_relist; -1: by width (INDEX_PAIR_BY_WIDTH, none
     # where it cannot run; tiles_index.py, with the runs that chose it)
     index_pair: int = -1
-    index_keep_scores: bool = False  # the score stage's stores of the scores marked to leave L2 last (tiles_index.py)
+    # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
+    index_keep_scores: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -405,25 +405,10 @@ class Tiles:
         return dataclasses.replace(self, **conv)
 
     def for_width(self, width: int) -> "Tiles":
-        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; index_scan 0: the
-        width's step (INDEX_SCAN_BY_WIDTH); index_block 0: its block (INDEX_BLOCK_BY_WIDTH); index_compact -1: the
-        width's lists (INDEX_COMPACT_BY_WIDTH), none where sel1 cannot list (three digits, or digit 1 not counted by
-        atomics); index_floor -1: the width's (INDEX_FLOOR_BY_WIDTH); index_pair -1: the width's (INDEX_PAIR_BY_WIDTH),
-        none where sel1 cannot count the pairs (three digits, digit 1 not counted by atomics, index_relist)."""
+        """nsplit 0 resolved for a width: more splits when few rows leave most programs idle; the indexer's fields
+        left to the width resolved from their tables (`tiles_index.index_by_width`)."""
         t = self if self.nsplit else dataclasses.replace(self, nsplit=32 if width <= 4 else 16)
-        if not t.index_scan:
-            t = dataclasses.replace(t, index_scan=next(n for w, n in INDEX_SCAN_BY_WIDTH if width <= w))
-        if not t.index_block:
-            t = dataclasses.replace(t, index_block=next(n for w, n in INDEX_BLOCK_BY_WIDTH if width <= w))
-        if t.index_compact < 0:
-            k = next(n for w, n in INDEX_COMPACT_BY_WIDTH if width <= w)
-            t = dataclasses.replace(t, index_compact=k if t.index_digits == 4 and t.index_sel_atomics else 0)
-        if t.index_floor < 0:
-            t = dataclasses.replace(t, index_floor=next(n for w, n in INDEX_FLOOR_BY_WIDTH if width <= w))
-        if t.index_pair < 0:
-            can = t.index_digits == 4 and t.index_sel_atomics and not t.index_relist
-            t = dataclasses.replace(t, index_pair=next(n for w, n in INDEX_PAIR_BY_WIDTH if width <= w) if can else 0)
-        return t
+        return index_by_width(t, width)
 
     def for_geometry(self, geo: Glm53Geometry, tp: int) -> "Tiles":
         """Split counts clamped to divisors of each GEMV's k blocks (tiny test geometries)."""
@@ -501,8 +486,9 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        if self.index_pair not in (-1, 0, 1):
-            raise ValueError(f"index_pair {self.index_pair} is not -1 (by width), 0 or 1")
+        for name in ("index_pair", "index_keep_scores"):
+            if getattr(self, name) not in (-1, 0, 1):
+                raise ValueError(f"{name} {getattr(self, name)} is not -1 (by width), 0 or 1")
         if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "
@@ -583,10 +569,12 @@ KIND_TILES: dict[str, dict] = {
 # swap_moe is an sm_90 finding (the wgmma); gfx950 keeps every GEMV rows first. MoE up's k parts resolved
 # per width (ks_u 0) are an H200 finding too; gfx950 keeps 4. The indexer's score loop (256-key blocks pipelined
 # by Triton, digit 0 in 16 atomic copies) and the select's digits 1 and 2 counted a key at a time are too: gfx950
-# keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms.
+# keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms; the scores' cache policy
+# (index_keep_scores) too: it keeps none.
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
-                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False}}
+                                           "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False,
+                                           "index_keep_scores": 0}}
 
 
 def target_of(device) -> str:

@@ -1,7 +1,9 @@
-"""The indexer's tile defaults by width (`Tiles.for_width`): the select scans' step, sel1's lists, the score loop's
-block, the floor and the pair digits, each with the runs that chose it (test/kernels/glm53/results/), and the options
-timed beside them and not taken.
+"""The indexer's tile defaults by width (`index_by_width`, from `Tiles.for_width`): the select scans' step, sel1's
+lists, the score loop's block, the floor, the pair digits and the scores' cache policy, each with the runs that chose
+it (test/kernels/glm53/results/), and the options timed beside them and not taken.
 """
+
+import dataclasses
 
 # The select scans' keys a step (Tiles.index_scan 0) by width: (the widest width, its step). A row's keys split into
 # index_slices // rows slices, so at 1 and 2 rows every slice is short (256 keys at 8K and 1 row): 256 keys a step
@@ -86,6 +88,39 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # the defaults (results/indexer36_h100_trace_pair3_128k.log, span us): sel1 10.8 -> 12.0 with no zeroing at all (so
 # most of the growth is its pair atomics, not the zeroing), sel2 4.4 -> 1.0, sel3 5.1 -> 5.9, emit 5.4 -> 5.9.
 INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
+# The scores' stores marked to leave L2 last (Tiles.index_keep_scores -1) by width: (the widest width, 1: on, 0: off).
+# sm_90: an evict_last cache policy on each score block's store (`stages_index.store_scores`: 3 such stores in the
+# 8-row build's PTX, 255 registers and 136 spill bytes either way; AOT on a CPU, Triton 3.8). H100, one process each,
+# TP8, a decode row a request, rows 4 / 8 (results/indexer38_h100_specs_keep_w4w8.log: the defaults first and
+# index_scan 0, the defaults again, last; results/indexer38_h100_specs_keep_reversed.log: on first, then off, then on
+# twice), 128K: off 203.6 / 282.0, 202.8 / 281.5, 204.1 / 282.0 us; on 202.5 / 279.4, 202.3 / 278.8, 201.2 / 279.2,
+# 200.9 / 280.1. 8K: off 175.0 / 219.9, 173.6 / 220.6, 173.9 / 219.9; on 174.5 / 220.8, 174.8 / 221.0, 174.3 /
+# 220.8, 173.7 / 220.7. Traced at 128K 8 rows (results/indexer38_h100_trace_indexer_keep{0,1}.log, work us): score
+# 57.1 -> 54.8, sel1 9.7 -> 9.5: the score stage itself gains, not sel1's reads of the scores (what it was written
+# for); why the stream gains was not measured. On at more than 4 rows, where 128K is the indexer's one missed ratio
+# (8K 8 rows about 0.7 us slower); 4 rows gained 1.8 us at 128K, but on there it would change the TP1 step's build
+# (the served TP1 step, rows 1-4, ran with it off: served.RAN). Its checks, 0 failures, every control failing:
+# check_layer TP8 bf16 8 rows at 128K / 8K, check_topk's decode shape at 128K / 300K over all four key caches
+# (results/indexer38_h100_check_{layer,topk}_keep.log).
+INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
+
+
+def index_by_width(t, width: int):
+    """Tiles t with the indexer's fields left to the width resolved from the tables here: index_scan 0, index_block
+    0, and index_compact, index_floor, index_pair and index_keep_scores -1; no lists (index_compact) where sel1
+    cannot list (three digits, or digit 1 not counted by atomics), no pairs where sel1 cannot count them (three
+    digits, digit 1 not counted by atomics, index_relist)."""
+    def pick(table):
+        return next(n for w, n in table if width <= w)
+
+    can_list = t.index_digits == 4 and t.index_sel_atomics
+    by = {"index_scan": (not t.index_scan, lambda: pick(INDEX_SCAN_BY_WIDTH)),
+          "index_block": (not t.index_block, lambda: pick(INDEX_BLOCK_BY_WIDTH)),
+          "index_compact": (t.index_compact < 0, lambda: pick(INDEX_COMPACT_BY_WIDTH) if can_list else 0),
+          "index_floor": (t.index_floor < 0, lambda: pick(INDEX_FLOOR_BY_WIDTH)),
+          "index_pair": (t.index_pair < 0, lambda: pick(INDEX_PAIR_BY_WIDTH) if can_list and not t.index_relist else 0),
+          "index_keep_scores": (t.index_keep_scores < 0, lambda: pick(INDEX_KEEP_BY_WIDTH))}
+    return dataclasses.replace(t, **{name: value() for name, (left, value) in by.items() if left})
 # Built, checked and timed, no faster, removed (commit 8445681: Tiles.index_list_one_layout): sel1's [256, K] listing
 # chunks loaded a key a thread in the layout Triton gives their atomics and stores, whose addresses are data-dependent,
 # instead of K keys a thread (one vector load) and each of those operands converted to that layout through shared

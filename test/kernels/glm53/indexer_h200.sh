@@ -94,7 +94,7 @@ if has time; then
   timeout ${TIME_S:-240} python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 \
     --shape decode --no-variants $PEROP > "$OUT/idx_time_indexer.log" 2>&1; el "time indexer (decode${PEROP:+, no per-op}) rc=$?"
   timeout ${TIME_SHARED_S:-200} python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
-    --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
+    --shape decode --no-variants > "$OUT/idx_time_shared.log" 2>&1; el "time shared rc=$?"
 fi
 if has specs; then
   timeout ${SPECS_S:-200} python3 $G/time_layers.py --kind indexer --tp 8 --widths ${SPEC_WIDTHS:-1 8} \

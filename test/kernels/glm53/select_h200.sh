@@ -5,7 +5,8 @@
 #             defaults in one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, 8K / 128K; PROBE=1 first
 #             runs probe_select_steps.py (emit in [256, k] tiles beside its steps)
 #   standing  both kinds timed in one run with SGLang's per-op path (the indexer beside each tile spec in $SPECS, if
-#             any), then check_topk at 8K / 128K / 300K (not with TOPK=0)
+#             any), each on a decode row a request (the targets' shape), then check_topk at 8K / 128K / 300K (not
+#             with TOPK=0)
 #   standing2 check_layer at rows 1 / 2 (TP8 bf16 8K / 128K, fp8 KV 8K, TP1 8K), then both kinds timed twice,
 #             alternated (indexer, shared, indexer, shared), no per-op path
 #   checks    check_layer at rows 1 / 2 / 4 / 8 (TP8 bf16 8K / 128K, fp8 KV 8K), TP1 rows 1 / 2 / 4 at 8K, then the
@@ -44,7 +45,7 @@ standing)
   timeout 250 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
     --no-variants ${SPECS:+--specs $SPECS} > $OUT/time_indexer.log 2>&1; el "time indexer rc=$?"
   timeout 120 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
-    --no-variants > $OUT/time_shared.log 2>&1; el "time shared rc=$?"
+    --shape decode --no-variants > $OUT/time_shared.log 2>&1; el "time shared rc=$?"
   [ "${TOPK:-1}" = 0 ] && exit 0
   timeout 150 python3 $G/check_topk.py --tp 8 --contexts 8192 131072 300000 > $OUT/check_topk.log 2>&1
   el "check_topk rc=$?"; tail -1 $OUT/check_topk.log ;;
@@ -62,8 +63,8 @@ standing2)
   for i in 1 2; do
     timeout 60 python3 $G/time_layers.py --kind indexer --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --shape decode \
       --no-perop --no-variants > $OUT/time_indexer_$i.log 2>&1; el "time indexer $i rc=$?"
-    timeout 60 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
-      --no-variants > $OUT/time_shared_$i.log 2>&1; el "time shared $i rc=$?"
+    timeout 80 python3 $G/time_layers.py --kind shared --tp 8 --widths 1 2 4 8 --contexts 8192 131072 --no-perop \
+      --shape decode --no-variants > $OUT/time_shared_$i.log 2>&1; el "time shared $i rc=$?"
   done
   grep -E "^\| (8192|131072) " $OUT/time_indexer_*.log $OUT/time_shared_*.log | cut -c1-60 ;;
 checks)
