@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input
-from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, sum_parts, to_bf16, to_fp8
+from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, store_kept, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
 PAGE: tl.constexpr = tl.constexpr(64)  # tokens an index-K page holds
@@ -183,17 +183,6 @@ def zero_other_parity(hist_ptr, parity, pid, R: tl.constexpr, NPROG: tl.constexp
 
 
 @triton.jit
-def store_scores(ptrs, sc, mask, KEEP: tl.constexpr):
-    """A block's scores stored; KEEP (tiles.index_keep_scores): marked to leave L2 last (sm_90: an evict_last cache
-    policy) against the cached keys the score loop streams after them (read once, each request's whole cache). Meant
-    for sel1's reads of them; on an H100 the score stage itself is what gains (tiles_index.INDEX_KEEP_BY_WIDTH)."""
-    if KEEP:
-        tl.store(ptrs, sc, mask=mask, eviction_policy="evict_last")
-    else:
-        tl.store(ptrs, sc, mask=mask)
-
-
-@triton.jit
 def block_scores(q, hw, k, ks, SWAP: tl.constexpr):
     """One row's scores over a block of keys k [IBLK, ID] (scales ks): s[t] = ks[t] x sum_h hw[h] x
     relu(q[h] . k[t]) (fp8 dots, f32 sums). SWAP: the dots as k @ q^T ([IBLK, IH]: the keys as the product's
@@ -226,9 +215,9 @@ def score_keys(q, hw, k, ks, scores_ptr, tt, end, h, j, rlen, is_hist, LS: tl.co
     """One row's scores over a block of keys (`block_scores`), stored at scores_ptr + tt (tt < end). If is_hist
     and the row takes the sliced select (rlen > LS), its keys below rlen are counted by digit 0 into row j of h
     [16, BINS]; ATOM: into the row's histogram at hist_row_ptr instead, one integer atomic a key (h unchanged; W0:
-    digit 0's bits); KEEP: the scores stored to leave L2 last (`store_scores`)."""
+    digit 0's bits); KEEP: the scores stored to leave L2 last (`tile_ops.store_kept`)."""
     sc = block_scores(q, hw, k, ks, SWAP)
-    store_scores(scores_ptr + tt, sc, tt < end, KEEP)
+    store_kept(scores_ptr + tt, sc, tt < end, KEEP)
     if is_hist:
         hj = count_digit0(sc, (tt < end) & (tt < rlen) & (rlen > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
@@ -245,7 +234,7 @@ def score_by_hand(q0, hw0, len0, iq_ptr, head_w_ptr, index_k_cache_ptr, stride_i
     weights given), prefetched by hand: the next block's keys load while this one's are scored, and the page ids
     of the block after that while those keys load (no wait on a load before the dots but the keys' own). ATOM:
     digit 0 counted into row r's histogram copy at hist_ptr + r HC 2^W0 (`score_keys`; hist_ptr: the task's
-    copy of row 0's; HC copies a row of 2^W0 bins). KEEP: `store_scores`'."""
+    copy of row 0's; HC copies a row of 2^W0 bins). KEEP: `score_keys`'."""
     NB0: tl.constexpr = 1 << W0
     rows = tl.arange(0, 16)
     heads = tl.arange(0, IH)
@@ -280,9 +269,9 @@ def row_block(q0, hw0, k, ks, scores_row_ptr, tt, s1, len0, h0, mx, HIST: tl.con
     """A decode row's block of keys in `score_pipelined`: its scores (`block_scores`) stored at scores_row_ptr + tt
     (tt < s1); HIST: the row's keys counted by digit 0 (`count_digit0`) into h0 [BINS], or by atomics (ATOM); FLOOR:
     each lane's largest score so far in mx [IBLK] (f32; a key past s1 scores 0.0 there, `lane_floor` allows for it).
-    KEEP: the scores stored to leave L2 last (`store_scores`). Returns (h0, mx)."""
+    KEEP: the scores stored to leave L2 last (`tile_ops.store_kept`). Returns (h0, mx)."""
     sc = block_scores(q0, hw0, k, ks, SWAP)
-    store_scores(scores_row_ptr + tt, sc, tt < s1, KEEP)
+    store_kept(scores_row_ptr + tt, sc, tt < s1, KEEP)
     if HIST:
         hj = count_digit0(sc, (tt < s1) & (tt < len0) & (len0 > LS), hist_row_ptr, ATOM, W0)
         if not ATOM:
@@ -401,7 +390,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
     threshold (sel1 lists and counts none: `stages_select.select_digit`).
-    KEEP (tiles.index_keep_scores): the scores stored to leave L2 last (`store_scores`)."""
+    KEEP (tiles.index_keep_scores): the scores stored to leave L2 last (`tile_ops.store_kept`: meant for sel1's reads
+    of them; on an H100 the score stage itself gains, tiles_index.INDEX_KEEP_BY_WIDTH)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
     FC: tl.constexpr = (KTOP + NSL - 1) // NSL if FLOOR else 0  # keys a task's floor guarantees
     NB0: tl.constexpr = 1 << W0

@@ -89,7 +89,7 @@ INDEX_FLOOR_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # most of the growth is its pair atomics, not the zeroing), sel2 4.4 -> 1.0, sel3 5.1 -> 5.9, emit 5.4 -> 5.9.
 INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # The scores' stores marked to leave L2 last (Tiles.index_keep_scores -1) by width: (the widest width, 1: on, 0: off).
-# sm_90: an evict_last cache policy on each score block's store (`stages_index.store_scores`: 3 such stores in the
+# sm_90: an evict_last cache policy on each score block's store (`tile_ops.store_kept`: 3 such stores in the
 # 8-row build's PTX, 255 registers and 136 spill bytes either way; AOT on a CPU, Triton 3.8). H100, one process each,
 # TP8, a decode row a request, rows 4 / 8 (results/indexer38_h100_specs_keep_w4w8.log: the defaults first and
 # index_scan 0, the defaults again, last; results/indexer38_h100_specs_keep_reversed.log: on first, then off, then on
