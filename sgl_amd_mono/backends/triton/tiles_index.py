@@ -103,6 +103,13 @@ INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # check_layer TP8 bf16 8 rows at 128K / 8K, check_topk's decode shape at 128K / 300K over all four key caches
 # (results/indexer38_h100_check_{layer,topk}_keep.log).
 INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
+# Built, not yet timed (no machine could be started for it; Tiles.index_keep_front 1): res1 (norm1) and qcat (absorb)
+# of the index kinds stored to leave L2 last too. They are written before the score stage's stream and read after
+# it (o_proj's residual, attn's queries); in the same trace each stage after the select ran a little longer than the
+# shared launch's on its decode step (results/indexer38_h100_trace_*: attn 18.4 against 16.6 us of work, w_uv 6.9 /
+# 6.4, o_proj 10.5 / 10.0). Its A/B: precompile `|8|bf16|||||C` and `index_keep_front=1|8|bf16|||||C` (C 8192,
+# 131072), `time_layers.py --kind indexer --widths 8 --contexts 131072 8192 --shape decode --specs index_keep_front=1
+# index_scan=0`, then `check_layer.py --widths 8 --tiles index_keep_front=1`.
 
 
 def index_by_width(t, width: int):
