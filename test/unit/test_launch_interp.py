@@ -128,8 +128,9 @@ def test_index_atomics_change_no_bit(kind, case):
     (index_pair, sel2 passed), over sel1's lists, over the slices' scores, with the floors: the same digits and list,
     the same bits, and the pair histogram torch's count over the launch's own keys after a launch on a parity an
     earlier one used (so its zeroing too; one count planted off by one fails). The scores stored to leave L2 last
-    (index_keep_scores: a cache policy, none here), and res1 and qcat too (index_keep_front): the same bits. In every case the launch's digit-0
-    histogram equals torch's count over its own scores (and one count planted off by one fails)."""
+    (index_keep_scores: a cache policy, none here), and res1 and qcat too (index_keep_front): the same bits. In
+    every case the launch's digit-0 histogram equals torch's count over its own scores (and one count planted off
+    by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

@@ -108,11 +108,11 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False,
           TOKENS: tl.constexpr = False, input_ids_ptr=None, err_ptr=None, launch_id=0, V: tl.constexpr = 0,
           TP: tl.constexpr = 1, emb_ptr=None, KEEP: tl.constexpr = False):
-    """Task r: res1 = hidden + residual (KEEP: stored to leave L2 last, `tile_ops.store_kept`); RMSNorm(res1) in one round over the row, kept quantized (xq1 fp8, xs1
-    group scales), and with STORE_XN in bf16 too (xn1: an indexer's x). TOKENS (layer 0): res1 = row
-    input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside [0, V) is clamped for the read and
-    written to the error word (the stage, the row, the id, V). TOKENS at TP > 1: res1 = row r of emb (the rows
-    summed over the ranks by embed_sum)."""
+    """Task r: res1 = hidden + residual (KEEP: stored to leave L2 last, `tile_ops.store_kept`); RMSNorm(res1) in
+    one round over the row, kept quantized (xq1 fp8, xs1 group scales), and with STORE_XN in bf16 too (xn1: an
+    indexer's x). TOKENS (layer 0): res1 = row input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside
+    [0, V) is clamped for the read and written to the error word (the stage, the row, the id, V). TOKENS at TP > 1:
+    res1 = row r of emb (the rows summed over the ranks by embed_sum)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
