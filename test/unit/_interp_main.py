@@ -80,14 +80,6 @@ CASES = {
     # the scores stored to leave L2 last (an evict_last cache policy on sm_90; none under the interpreter)
     "w3_index_keep_scores": (3, torch.bfloat16, "index_keep_scores=1"),
     "w3_index_keep_front": (3, torch.bfloat16, "index_keep_scores=1,index_keep_front=1"),
-    # one task a row selecting its whole list from sel1's lists (index_list_select: a [slices, keys / slices] tile),
-    # sel3 and emit passed: two slices a row with the digits 1 and 2 from the pair histogram (on by width at w3), and
-    # with sel2's digit 1 (index_pair 0); lists past a 16-key tile row take the sliced stages instead; at 2000 keys
-    # with the floors
-    "w3_index_list_select": (3, torch.bfloat16, "index_compact=1,index_slices=8,index_list_select=512"),
-    "w3_index_list_select_digit": (3, torch.bfloat16, "index_compact=1,index_slices=8,index_list_select=512,index_pair=0"),
-    "w3_index_list_select_over": (3, torch.bfloat16, "index_compact=1,index_slices=8,index_list_select=32"),
-    "w3long_index_list_select": (3, torch.bfloat16, "index_compact=1,index_floor=1,index_list_select=2048", 2000),
     # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape
     "w3_decode": (3, torch.bfloat16, "", 300, "decode"),
 }

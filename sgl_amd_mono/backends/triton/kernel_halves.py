@@ -154,8 +154,7 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, IKEEPF: tl.constexpr = False,
-        ILSEL: tl.constexpr = 0):
+        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, IKEEPF: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -168,9 +167,7 @@ def index_attention(
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
     sel3 finds both (stage sel2 passed: tiles.index_pair); IKEEP: the score stage's stores of the scores marked to
     leave L2 last (tiles.index_keep_scores); IKEEPF: res1 and qcat, written before the score stage and read after
-    it, too (tiles.index_keep_front); ILSEL: each sliced row's whole list selected by one task in sel2's stage from
-    sel1's lists held as an [NSL, ILSEL / NSL] tile when every list fits it, sel3 and emit then passed
-    (tiles.index_list_select, 0: never; `stages_select_row.select_listed`). Returns ok."""
+    it, too (tiles.index_keep_front). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -279,49 +276,36 @@ def index_attention(
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
-        # tiles.index_list_select: when every list sel1 left fits its tile, sel2's stage selects each sliced row's
-        # whole list by one task, and sel3 and emit are passed (the lists' counts, the same in every program)
-        if ILSEL > 0 and select_row.lists_fit(ncand_ptr, lens, R, NSL, LS, ILSEL):
-            index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
-            index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)
-            select_row.select_listed(cand_pos_ptr, cand_key_ptr, ncand_ptr, kept1_ptr, hist1_ptr, hist_pair_ptr,
-                                     page_table_ptr, topk_ptr, err_ptr, launch_id, lens, epoch, pid, ok,
-                                     task_count_ptr, S_SEL2, R, KTOP, PMAX, NSL, IBLK, LS, ILSEL, IHC1, 1 << IW1,
-                                     IW0 + IW1 + (8 if IPAIR else 0), IPACK, IPAIR, NPROG, SKIP_MASK, COUNT_TASKS)
+        if IPAIR:  # four digits, the second and third both found in sel3 (sel2 passed), then the last
+            pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
+            select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
+                                pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                                SKIP_MASK, COUNT_TASKS, IHC1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                2 if ICOMPACT > 0 else 0, PACKED=IPACK, pair_ptr=hist_pair_ptr, PAIR=2)
+        elif IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
+            select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
+                                pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                                SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
+                                RL=max(IRELIST, 1))
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            pass_stages(sync_ptr, trace_ptr, S_SEL3, S_EMIT, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-        else:
-            if IPAIR:  # four digits, the second and third both found in sel3 (sel2 passed), then the last
-                pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-                select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr,
-                                    epoch, pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN,
-                                    LS, NPROG, SKIP_MASK, COUNT_TASKS, IHC1, 1, False, cand_pos_ptr, cand_key_ptr,
-                                    ncand_ptr, 2 if ICOMPACT > 0 else 0, PACKED=IPACK, pair_ptr=hist_pair_ptr, PAIR=2)
-            elif IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
-                select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr,
-                                    epoch, pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN,
-                                    LS, NPROG, SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr,
-                                    ncand_ptr, (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
-                                    RL=max(IRELIST, 1))
-                ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
-                              NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-                select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,
-                                    epoch, pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN,
-                                    LS, NPROG, SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr,
-                                    ncand_ptr, 2 if ICOMPACT > 0 else 0, PACKED=IPACK)
-            else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
-                pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
-                select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr,
-                                    epoch, pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK,
-                                    ISCAN, LS, NPROG, SKIP_MASK, COUNT_TASKS, IHC1, PACKED=IPACK)
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                        epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                        COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK, IPACK)
-            ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+            select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
+                                pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                                SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                2 if ICOMPACT > 0 else 0, PACKED=IPACK)
+        else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
+            pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
+            select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
+                                pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                                NPROG, SKIP_MASK, COUNT_TASKS, IHC1, PACKED=IPACK)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        select.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
+                    epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
+                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK, IPACK)
+        ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:
         index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
         index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)

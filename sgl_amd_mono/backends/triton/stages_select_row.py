@@ -1,15 +1,13 @@
-"""The DSA indexer's rows listed by one task (`glm53/kinds/indexer.py`): in stage sel1, a row of at most KTOP keys
-lists every position in order, and a row of at most ISHORT keys selects its whole list from its scores in registers;
-in stage sel2 (tiles.index_list_select), a sliced row selects its whole list from sel1's lists of its slices when
-they fit one task's tile. The exactness rule's list, as the sliced radix select's (`stages_select.py`).
+"""The DSA indexer's rows listed by one task (stage sel1's row tasks, `glm53/kinds/indexer.py`): a row of at most
+KTOP keys lists every position in order, and a row of at most ISHORT keys selects its whole list from its scores in
+registers. The exactness rule's list, as the sliced radix select's (`stages_select.py`).
 """
 
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.stages_index import PAGE, slice_of
-from sgl_amd_mono.backends.triton.stages_select import found_prefix, slots_of
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+from sgl_amd_mono.backends.triton.stages_index import PAGE
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
 
 
 @triton.jit
@@ -67,73 +65,3 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
             if (rlen > KTOP) & (rlen <= LS):
                 count_task(task_count_ptr, S, COUNT_TASKS)
                 select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
-
-
-@triton.jit
-def lists_fit(ncand_ptr, lens, R: tl.constexpr, NSL: tl.constexpr, LS: tl.constexpr, LT: tl.constexpr):
-    """Whether each slice's list that sel1 left (tiles.index_compact: ncand[r, s] keys) holds at most LT / NSL keys,
-    on every row past LS keys (lens: `row_lengths`), so that `select_listed` can take every sliced row: read after
-    sel1's hand-off, the same answer in every program."""
-    rows = tl.arange(0, 16)
-    n = tl.load(ncand_ptr + rows[:, None] * NSL + tl.arange(0, NSL)[None, :],
-                mask=((rows < R) & (lens > LS))[:, None], other=0, cache_modifier=".cg")
-    return tl.max(tl.max(n, axis=1), axis=0) <= LT // NSL
-
-
-@triton.jit
-def select_listed(cand_pos_ptr, cand_key_ptr, ncand_ptr, kept1_ptr, hist1_ptr, pair_ptr, page_table_ptr, topk_ptr,
-                  err_ptr, launch_id, lens, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
-                  KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr,
-                  LT: tl.constexpr, HCP: tl.constexpr, NBP: tl.constexpr, KNOWN: tl.constexpr,
-                  PACKED: tl.constexpr, PAIR: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr,
-                  COUNT_TASKS: tl.constexpr):
-    """Task (row r) of the rows past LS keys, once `lists_fit`: row r's whole list from sel1's lists (a slice's keys
-    at or above digit 0's prefix and the row's floor, in position order, at the slice's start in cand_pos / cand_key)
-    held as one [NSL, LT / NSL] tile, a slice a tile row, so the tile in row-major order is the keys in position
-    order. The threshold's top KNOWN bits come from the histograms sel1 counted (`found_prefix` over kept1 and hist1,
-    with PAIR the pair histogram too: the same digits sel2 and sel3 would find), its other bits a bit at a time from
-    the top among the listed keys with that prefix (the largest value that `need` of them reach: a key at or above the
-    threshold is always listed, so the count is exact wherever it decides). Then the keys above the threshold at
-    entries [0, above) and the first KTOP - above at it after them, in position order, as physical slots: the list
-    of the exactness rule, every entry written. Counts that disagree with it (a bug) write the error word
-    (ERR_INVARIANT: this stage, the row, the entries the list would fill, KTOP) and drop entries past KTOP."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    LW: tl.constexpr = LT // NSL
-    LOW: tl.constexpr = 32 - KNOWN
-    sl = tl.arange(0, NSL)
-    i = tl.arange(0, LW)
-    parity = epoch & 1
-    for r in tl.range(pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > LS:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            s0, _ = slice_of(rlen, sl, NSL, IBLK)
-            n = tl.load(ncand_ptr + r * NSL + sl, cache_modifier=".cg")
-            valid = i[None, :] < n[:, None]
-            at = r * SCOL + s0[:, None] + i[None, :]
-            u = tl.load(cand_key_ptr + at, mask=valid, other=0, cache_modifier=".cg").to(tl.uint32, bitcast=True)
-            pos = tl.load(cand_pos_ptr + at, mask=valid, other=0, cache_modifier=".cg")
-            need, prefix = found_prefix(kept1_ptr, hist1_ptr, r, parity * R + r, KTOP, False, HCP, NBP, PACKED,
-                                        pair_ptr, PAIR)
-            in_bin = valid & ((u >> LOW) == prefix.to(tl.uint32))
-            thr = (prefix << LOW).to(tl.uint32)
-            for b in tl.static_range(LOW):
-                cand = thr | (1 << (LOW - 1 - b))
-                n_at_cand = tl.sum(tl.sum((in_bin & (u >= cand)).to(tl.int32), axis=1), axis=0)
-                thr = tl.where(n_at_cand >= need, cand, thr)
-            is_above = valid & (u > thr)
-            is_at = valid & (u == thr)
-            # each key's inclusive count of the keys above (low 16 bits) and at the threshold (high) before it in
-            # position order: a tile row's own, then the rows' before it (a list holds < 2^16 keys)
-            both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536
-            row_tot = tl.sum(both, axis=1)
-            incl = tl.cumsum(both, axis=1) + (tl.cumsum(row_tot, axis=0) - row_tot)[:, None]
-            tot = tl.sum(row_tot, axis=0)
-            above = tot & 65535
-            n_at = tot >> 16
-            rank_at = (incl >> 16) - 1
-            dest = tl.where(is_above, (incl & 65535) - 1, above + rank_at)
-            put = (is_above | (is_at & (rank_at < KTOP - above))) & (dest < KTOP)
-            tl.store(topk_ptr + r * KTOP + dest, slots_of(page_table_ptr, r, pos, put, PMAX), mask=put)
-            if (above >= KTOP) | (above + n_at < KTOP):  # the threshold and the counts disagree: not this rule's list
-                report_invariant(err_ptr, launch_id, S, pid, r, above + n_at, KTOP)

@@ -97,19 +97,34 @@ INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # 200.9 / 280.1. 8K: off 175.0 / 219.9, 173.6 / 220.6, 173.9 / 219.9; on 174.5 / 220.8, 174.8 / 221.0, 174.3 /
 # 220.8, 173.7 / 220.7. Traced at 128K 8 rows (results/indexer38_h100_trace_indexer_keep{0,1}.log, work us): score
 # 57.1 -> 54.8, sel1 9.7 -> 9.5: the score stage itself gains, not sel1's reads of the scores (what it was written
-# for); why the stream gains was not measured. On at more than 4 rows, where 128K is the indexer's one missed ratio
+# for); why the stream gains was not measured. The keys' own loads cannot be marked the other way (evict_first, to
+# leave L2 first): the pipelined loop brings them by cp.async, and Triton (3.8, sm_90 PTX of a small pipelined
+# loop, CPU) drops a load's eviction policy there. On at more than 4 rows, where 128K is the indexer's one missed ratio
 # (8K 8 rows about 0.7 us slower); 4 rows gained 1.8 us at 128K, but on there it would change the TP1 step's build
 # (the served TP1 step, rows 1-4, ran with it off: served.RAN). Its checks, 0 failures, every control failing:
 # check_layer TP8 bf16 8 rows at 128K / 8K, check_topk's decode shape at 128K / 300K over all four key caches
 # (results/indexer38_h100_check_{layer,topk}_keep.log).
 INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
-# Built, not yet timed (no machine could be started for it; Tiles.index_keep_front 1): res1 (norm1) and qcat (absorb)
-# of the index kinds stored to leave L2 last too. They are written before the score stage's stream and read after
-# it (o_proj's residual, attn's queries); in the same trace each stage after the select ran a little longer than the
-# shared launch's on its decode step (results/indexer38_h100_trace_*: attn 18.4 against 16.6 us of work, w_uv 6.9 /
-# 6.4, o_proj 10.5 / 10.0). Its A/B: precompile `|8|bf16|||||C` and `index_keep_front=1|8|bf16|||||C` (C 8192,
-# 131072), `time_layers.py --kind indexer --widths 8 --contexts 131072 8192 --shape decode --specs index_keep_front=1
-# index_scan=0`, then `check_layer.py --widths 8 --tiles index_keep_front=1`.
+# Timed, not taken (Tiles.index_keep_front 1, off): res1 (norm1) and qcat (absorb) of the index kinds stored to leave
+# L2 last too. They are written before the score stage's stream and read after it (o_proj's residual, attn's queries);
+# in the trace each stage after the select ran a little longer than the shared launch's on its decode step
+# (results/indexer38_h100_trace_*: attn 18.4 against 16.6 us of work, w_uv 6.9 / 6.4, o_proj 10.5 / 10.0). H100, one
+# process, TP8, a decode row a request, 8 rows, the defaults first and index_scan 0 (the defaults again) last
+# (results/indexer39_h100_specs_lsel_keepf_w8.log, 3.17 TB/s): 128K 279.5 / 280.0 us -> 280.3; 8K 222.0 / 222.2 ->
+# 219.5. No gain where the ratio is missed (128K); the 8K gain (met there) not repeated in a second process.
+# Built, checked and timed, slower, reverted (commit fe3c6a8: Tiles.index_list_select): when every list sel1 left fit
+# an [NSL, 8192 / NSL] tile, one task a sliced row selected its whole list in sel2's stage (the threshold's top 16 bits
+# from sel1's histograms, the other 16 a bit at a time by block-wide counts over the listed keys, the entries by one
+# two-level scan) and every program passed sel3 and emit. The same bits under the interpreter (16- and 24-bit
+# prefixes, lists past the tile on the sliced stages); sm_90 AOT 255 registers, spills 136 -> 148 bytes (Triton
+# 3.8; the GPU's 3.6: 18 either way). The same
+# process as above: 128K 8 rows 306.3 us, 8K 254.6. Traced at 128K 8 rows (results/indexer39_h100_trace_lsel.log,
+# work us): sel2 46.6 (one row's task), sel3 and emit passed at 0.0 (0.5 of span each), against sel2 + sel3 + emit 14.4
+# of span in the sliced stages (indexer38_h100_trace_indexer_keep1.log): one program's sixteen [16, 512] block-wide
+# counts and scans take about three times the three stages over 128 programs. Its checks there, 0 failures and every
+# control failing: check_layer TP8 bf16 8 rows at 128K / 8K (decode shape), check_topk at 128K, decode and chain
+# shapes (the decode step's recent-keys case took the lists, the others the sliced stages;
+# results/indexer39_h100_check_{layer,topk}_lsel.log). A passed stage costs about 0.5 us of span.
 
 
 def index_by_width(t, width: int):

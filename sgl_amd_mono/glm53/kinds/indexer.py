@@ -19,9 +19,7 @@ Its table is the shared kind's with the index work added to the attention half's
           LS = max(KTOP, tiles.index_short) keys: its whole list (every position when it has at most KTOP, else
           one task's select over its scores in registers)
   sel2    (row, slice): the next radix digit's histogram among the keys whose higher digits are those found (only
-          with four digits: `radix_digits`; with three, or with tiles.index_pair, every program passes it). With
-          tiles.index_list_select, when every sliced row's lists fit one task's tile: (row) instead, the row's whole
-          list from its lists (`stages_select_row.select_listed`), and every program passes sel3 and emit
+          with four digits: `radix_digits`; with three, or with tiles.index_pair, every program passes it)
   sel3    (row, slice): the last digit's histogram, as sel2's (with index_pair: digits 1 and 2 found here, from
           sel1's digit-1 histogram and its pair histogram of both), and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
@@ -177,12 +175,11 @@ def _stages() -> tuple[StageDef, ...]:
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: max(bound(d) if sel2_runs(d) else 0, d.R if d.tiles.index_list_select else 0),
-                 ("scores", "lengths", "kept1", "hist1", "cand_key", "ncand", "cand_pos", "page_table", "hist_pair"),
-                 ("hist2", "kept2", "topk"), is_bound=True,
+        StageDef("sel2", lambda d: bound(d) if sel2_runs(d) else 0, ("scores", "lengths", "kept1", "hist1",
+                                                                                  "cand_key", "ncand"),
+                 ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three or index_pair, passed); with index_list_select, when every list sel1 left fits the "
-                     "tile, (row) of the sliced rows instead: the whole list (sel3 and emit passed)"),
+                     "with three or index_pair, passed)"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
                                                       "cand_key", "ncand", "hist_pair"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,

@@ -83,18 +83,6 @@ def scores_max_rel(scores: torch.Tensor, ref: torch.Tensor, lengths: torch.Tenso
     return worst
 
 
-def select_path(plan, lengths: torch.Tensor, topk: int) -> str:
-    """Which select the launch's sliced rows took, read from the list lengths sel1 left (ncand): 'lists' when
-    tiles.index_list_select's tile held every one (one task a row in sel2's stage), else 'sliced'."""
-    d = plan.dims
-    lt = d.tiles.index_list_select
-    sliced = (lengths[: d.R] > max(topk, d.tiles.index_short)).to(plan.scratch["ncand"].device)
-    if not lt or not bool(sliced.any()):
-        return "sliced" if bool(sliced.any()) else "none sliced"
-    n = plan.scratch["ncand"].view(d.R, d.NSL)[sliced]
-    return "lists" if int(n.max()) <= max(lt, d.NSL) // d.NSL else "sliced"
-
-
 def reference_scores(plan, cache, step, dtype=torch.float64) -> torch.Tensor:
     """Scores over `cache` from the launch's own index queries and head weights, in dtype."""
     qk = IndexQK(q_fp8=plan.scratch["iq"], head_w=plan.scratch["head_w"], k_fp8=None, k_scale=None)
@@ -118,8 +106,7 @@ def check_case(kc, geo, plan, layer, weights, step, bounds, tag) -> None:
     s64 = reference_scores(plan, caches["index_k_cache"], step)
     vals["indexer.scores.max_rel"] = scores_max_rel(plan.scratch["scores"], s64, step.lengths, topk)
     long_rows = int((step.lengths > topk).sum())
-    print(f"[{tag}] select {select_path(plan, step.lengths, topk)}, rows past top-k {long_rows}/{step.live}, "
-          f"own slots {sorted(set(slots.tolist()))[:4]}...: "
+    print(f"[{tag}] rows past top-k {long_rows}/{step.live}, own slots {sorted(set(slots.tolist()))[:4]}...: "
           + " ".join(f"{k.split('.', 1)[1]}={v:.3g}" for k, v in vals.items()), flush=True)
     for k, v in vals.items():
         if not nm.passes(k, v, bounds[k]):
