@@ -121,10 +121,9 @@ INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # rows (results/indexer39_h100_trace_lsel.log, work us): sel2 46.6 (one row's task), sel3 and emit passed at 0.0 (0.5
 # of span each), against sel2 + sel3 + emit 14.4 of span in the sliced stages (indexer38_h100_trace_indexer_keep1
 # .log): one program's sixteen [16, 512] block-wide counts and scans take about three times the three stages over 128
-# programs. Its checks there, 0 failures and every
-# control failing: check_layer TP8 bf16 8 rows at 128K / 8K (decode shape), check_topk at 128K, decode and chain
-# shapes (the decode step's recent-keys case took the lists, the others the sliced stages;
-# results/indexer39_h100_check_{layer,topk}_lsel.log). A passed stage costs about 0.5 us of span.
+# programs. Its checks there, 0 failures and every control failing: check_layer TP8 bf16 8 rows at 128K / 8K (decode
+# shape), check_topk at 128K, decode and chain shapes (the decode step's recent-keys case took the lists, the others
+# the sliced stages; results/indexer39_h100_check_{layer,topk}_lsel.log). A passed stage costs about 0.5 us of span.
 
 
 def index_by_width(t, width: int):
