@@ -79,7 +79,6 @@ CASES = {
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
     # the scores stored to leave L2 last (an evict_last cache policy on sm_90; none under the interpreter)
     "w3_index_keep_scores": (3, torch.bfloat16, "index_keep_scores=1"),
-    "w3_index_keep_front": (3, torch.bfloat16, "index_keep_scores=1,index_keep_front=1"),
     # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape
     "w3_decode": (3, torch.bfloat16, "", 300, "decode"),
 }

@@ -95,10 +95,10 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
     "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair_off", "w3_index_pair_scan", "w3_index_pair_floor",
-    "w3long_index_pair", "w3_index_keep_scores", "w3_index_keep_front")] + [
+    "w3long_index_pair", "w3_index_keep_scores")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
                            "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair_off",
-                           "w3_index_keep_scores", "w3_index_keep_front")])
+                           "w3_index_keep_scores")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -128,9 +128,8 @@ def test_index_atomics_change_no_bit(kind, case):
     (index_pair, sel2 passed), over sel1's lists, over the slices' scores, with the floors: the same digits and list,
     the same bits, and the pair histogram torch's count over the launch's own keys after a launch on a parity an
     earlier one used (so its zeroing too; one count planted off by one fails). The scores stored to leave L2 last
-    (index_keep_scores: a cache policy, none here), and res1 and qcat too (index_keep_front): the same bits. In
-    every case the launch's digit-0 histogram equals torch's count over its own scores (and one count planted off
-    by one fails)."""
+    (index_keep_scores: a cache policy, none here): the same bits. In every case the launch's digit-0 histogram
+    equals torch's count over its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]

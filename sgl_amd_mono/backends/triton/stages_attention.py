@@ -13,7 +13,7 @@ import triton.language as tl
 from sgl_amd_mono.backends.triton.exchange import push_slot
 from sgl_amd_mono.backends.triton.sync import INPUT_TOKEN, count_task, last_to_land, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv_part, fp8_gemv_part_from, norm_quant_row,
-                                                   quant_group, quant_row, store_kept, sum_parts, to_bf16, to_fp8)
+                                                   quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
 NEG: tl.constexpr = tl.constexpr(-1.0e30)  # an attention score below every real one
 
@@ -107,12 +107,12 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
           S: tl.constexpr, T: tl.constexpr, D: tl.constexpr, NORM_GP: tl.constexpr, NPROG: tl.constexpr,
           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, xn1_ptr=None, STORE_XN: tl.constexpr = False,
           TOKENS: tl.constexpr = False, input_ids_ptr=None, err_ptr=None, launch_id=0, V: tl.constexpr = 0,
-          TP: tl.constexpr = 1, emb_ptr=None, KEEP: tl.constexpr = False):
-    """Task r: res1 = hidden + residual (KEEP: stored to leave L2 last, `tile_ops.store_kept`); RMSNorm(res1) in
-    one round over the row, kept quantized (xq1 fp8, xs1 group scales), and with STORE_XN in bf16 too (xn1: an
-    indexer's x). TOKENS (layer 0): res1 = row input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside
-    [0, V) is clamped for the read and written to the error word (the stage, the row, the id, V). TOKENS at TP > 1:
-    res1 = row r of emb (the rows summed over the ranks by embed_sum)."""
+          TP: tl.constexpr = 1, emb_ptr=None):
+    """Task r: res1 = hidden + residual; RMSNorm(res1) in one round over the row, kept quantized (xq1 fp8, xs1
+    group scales), and with STORE_XN in bf16 too (xn1: an indexer's x). TOKENS (layer 0): res1 = row
+    input_ids[r] of the embedding at hidden_ptr ([V, D]); an id outside [0, V) is clamped for the read and
+    written to the error word (the stage, the row, the id, V). TOKENS at TP > 1: res1 = row r of emb (the rows
+    summed over the ranks by embed_sum)."""
     GP: tl.constexpr = NORM_GP  # 128-groups of a hidden row, padded to a power of two
     offs_g = tl.arange(0, GP)[:, None] * 128 + tl.arange(0, 128)[None, :]
     m_g = offs_g < D
@@ -131,7 +131,7 @@ def norm1(hidden_ptr, residual_ptr, input_norm_ptr, res1_ptr, xq1_ptr, xs1_ptr, 
             h_in = tl.load(hidden_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
             r_in = tl.load(residual_ptr + r * D + offs_g, mask=m_g, other=0.0, cache_modifier=".cg")
             x = h_in.to(tl.float32) + r_in.to(tl.float32)
-        store_kept(res1_ptr + r * D + offs_g, to_bf16(x), m_g, KEEP)
+        tl.store(res1_ptr + r * D + offs_g, to_bf16(x), mask=m_g)
         if STORE_XN:
             norm_quant_row(x, wn, xn1_ptr + r * D, xq1_ptr + r * D, xs1_ptr + r * (D // 128), eps, D, GP, True)
         else:
@@ -208,10 +208,9 @@ def latent(qkv_part_ptr, cos_sin_ptr, out_loc_ptr, q_a_norm_ptr, kv_a_norm_ptr, 
 def absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, stride_w_kc_2, qcat_ptr, pid, ok,
            task_count_ptr, S: tl.constexpr, T: tl.constexpr, R: tl.constexpr, H: tl.constexpr, KVL: tl.constexpr,
            NOPE: tl.constexpr, ROPE: tl.constexpr, KS_B: tl.constexpr, NPROG: tl.constexpr,
-           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, KEEP: tl.constexpr = False):
+           SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """Task (h, ch): qfull = bf16(sum of q_b parts); qcat[:, h, ch chunk] = q_nope @ w_kc[h] (bf16 in, f32
-    acc), and for ch 0 rope(q_pe) of every row into qcat[:, h, KVL:] (KEEP: qcat stored to leave L2 last,
-    `tile_ops.store_kept`)."""
+    acc), and for ch 0 rope(q_pe) of every row into qcat[:, h, KVL:]."""
     QK: tl.constexpr = NOPE + ROPE
     KVD: tl.constexpr = KVL + ROPE
     NCH: tl.constexpr = KVL // 128
@@ -229,8 +228,8 @@ def absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, str
             x = to_bf16(sum_parts(qb_part_ptr, R * H * QK, rows[:, None] * (H * QK) + h * QK + ks[None, :],
                                   rmask[:, None] & (ks[None, :] < NOPE), KS_B))
             acc += dot_bf16(x, w)
-        store_kept(qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + cols[None, :], to_bf16(acc), rmask[:, None],
-                   KEEP)
+        tl.store(qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + cols[None, :], to_bf16(acc),
+                 mask=rmask[:, None])
         if ch == 0:  # rope(q_pe) of every row at once: [16 rows, ROPE/2 pairs]
             i = tl.arange(0, ROPE // 2)[None, :]
             pe = qb_part_ptr + rows[:, None] * (H * QK) + h * QK + NOPE
@@ -239,8 +238,8 @@ def absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, str
             cos = tl.load(cos_sin_ptr + rows[:, None] * ROPE + i, mask=rmask[:, None], other=0.0)
             sin = tl.load(cos_sin_ptr + rows[:, None] * ROPE + ROPE // 2 + i, mask=rmask[:, None], other=0.0)
             base = qcat_ptr + rows[:, None] * (H * KVD) + h * KVD + KVL
-            store_kept(base + 2 * i, to_bf16(x1 * cos - x2 * sin), rmask[:, None], KEEP)
-            store_kept(base + 2 * i + 1, to_bf16(x2 * cos + x1 * sin), rmask[:, None], KEEP)
+            tl.store(base + 2 * i, to_bf16(x1 * cos - x2 * sin), mask=rmask[:, None])
+            tl.store(base + 2 * i + 1, to_bf16(x2 * cos + x1 * sin), mask=rmask[:, None])
 
 
 @triton.jit

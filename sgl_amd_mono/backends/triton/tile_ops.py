@@ -259,7 +259,7 @@ def fp8_gemv2_expert_tasks(xq_ptr, xs_ptr, w_ptr, ws_ptr, experts_ptr, part_ptr,
 def store_kept(ptrs, value, mask, KEEP: tl.constexpr):
     """tl.store; KEEP: marked to leave L2 last (sm_90: an evict_last cache policy), for a buffer an indexer kind
     writes before its score stage streams every request's cached keys through L2 and reads after it
-    (tiles.index_keep_scores: the scores; tiles.index_keep_front: res1 and qcat)."""
+    (tiles.index_keep_scores: the scores)."""
     if KEEP:
         tl.store(ptrs, value, mask=mask, eviction_policy="evict_last")
     else:

@@ -105,13 +105,13 @@ INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # check_layer TP8 bf16 8 rows at 128K / 8K, check_topk's decode shape at 128K / 300K over all four key caches
 # (results/indexer38_h100_check_{layer,topk}_keep.log).
 INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
-# Timed, not taken (Tiles.index_keep_front 1, off): res1 (norm1) and qcat (absorb) of the index kinds stored to leave
-# L2 last too. They are written before the score stage's stream and read after it (o_proj's residual, attn's queries);
-# in the trace each stage after the select ran a little longer than the shared launch's on its decode step
-# (results/indexer38_h100_trace_*: attn 18.4 against 16.6 us of work, w_uv 6.9 / 6.4, o_proj 10.5 / 10.0). H100, one
-# process, TP8, a decode row a request, 8 rows, the defaults first and index_scan 0 (the defaults again) last
-# (results/indexer39_h100_specs_lsel_keepf_w8.log, 3.17 TB/s): 128K 279.5 / 280.0 us -> 280.3; 8K 222.0 / 222.2 ->
-# 219.5. No gain where the ratio is missed (128K); the 8K gain (met there) not repeated in a second process.
+# Built and timed, not taken, removed (commit 6133aff: Tiles.index_keep_front 1): res1 (norm1) and qcat (absorb) of the
+# index kinds stored to leave L2 last too. They are written before the score stage's stream and read after it (o_proj's
+# residual, attn's queries); in the trace each stage after the select ran a little longer than the shared launch's on
+# its decode step (results/indexer38_h100_trace_*: attn 18.4 against 16.6 us of work, w_uv 6.9 / 6.4, o_proj 10.5 /
+# 10.0). H100, one process, TP8, a decode row a request, 8 rows, the defaults first and index_scan 0 (the defaults
+# again) last (results/indexer39_h100_specs_lsel_keepf_w8.log, 3.17 TB/s): 128K 279.5 / 280.0 us -> 280.3; 8K 222.0 /
+# 222.2 -> 219.5. No gain where the ratio is missed (128K); the 8K gain (met there) not repeated in a second process.
 # Built, checked and timed, slower, reverted (commit fe3c6a8: Tiles.index_list_select): when every list sel1 left fit
 # an [NSL, 8192 / NSL] tile, one task a sliced row selected its whole list in sel2's stage (the threshold's top 16 bits
 # from sel1's histograms, the other 16 a bit at a time by block-wide counts over the listed keys, the entries by one
