@@ -10,7 +10,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "test", "kernels", "glm53"))
 import ncu_stalls as N  # noqa: E402
 
-from sgl_amd_mono.backends.triton import stages_select  # noqa: E402
+from sgl_amd_mono.backends.triton import stages_emit, stages_select  # noqa: E402
 
 CSV = '''"Kernel Name","k",
 "Address","Source","Warp Stall Sampling (All Samples)","stall_barrier","stall_no_inst","stall_no_inst (Not Issued)"
@@ -41,7 +41,7 @@ def test_samples_read_back(tmp_path):
 def test_stages_split_at_wait_exits():
     exit_line = N.wait_exit_line()
     sel = ("stages_select.py", line_of(stages_select.select_digit, "zero_other_parity("))
-    emit = ("stages_select.py", line_of(stages_select.emit, "count_task("))
+    emit = ("stages_emit.py", line_of(stages_emit.emit, "count_task("))
     code = ([sel] * 4 + [("sync.py", 50)] * 2 + [("sync.py", exit_line)] * 2 + [emit] * 3 + [("sync.py", 50),
             ("sync.py", exit_line)] + [sel])
     lines = {16 * i: w for i, w in enumerate(code)}

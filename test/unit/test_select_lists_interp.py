@@ -1,5 +1,5 @@
 """The sliced select's stages alone under Triton's interpreter (`test/kernels/glm53/probe_select_steps.py --device
-cpu`, a subprocess): the chain sel1 -> sel2 -> sel3 -> emit, emit in [256, k] tiles (`stages_select.emit_chunks`),
+cpu`, a subprocess): the chain sel1 -> sel2 -> sel3 -> emit, emit in [256, k] tiles (`stages_emit.emit_chunks`),
 and the chain over the lists sel1 leaves in [256, k] chunks (`stages_select.list_chunks`, tiles.index_compact), each
 list against the exactness rule and each slice's list against the keys at or above its prefix (slices of 1280 and
 1160 keys: at k 2, whole 512-key chunks then 256-key ones; at k 8, 256-key ones only); then the planted

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_PAIR_BINS
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
@@ -146,7 +146,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
                  PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
-                 pair_ptr=None, PAIR: tl.constexpr = 0):
+                 pair_ptr=None, PAIR: tl.constexpr = 0, TIES: tl.constexpr = 0, tie_key_ptr=None, tie_cnt_ptr=None):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -170,7 +170,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     counts also counted by one atomic at its next 16 bits (digits 1 and 2) into the row's pair histogram at
     pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed),
     the digits 1 and 2 both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the
-    same digits.
+    same digits. TIES (tiles.index_ties; sel2, LIST 0 or 2): the scan also lists the slice's first TIES keys at the
+    prefix found here (HI = 16 bits), their order keys at tie_key[t], and counts them and the keys above it at
+    tie_cnt[t] (emit finds the last two digits from them: `stages_emit.tie_counts`); then R tasks fill each sliced
+    row's list with -1, as the last digit's stage does (sel3, passed when every slice's keys fit: `ties_fit`).
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -211,7 +214,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             pair_row_ptr = pair_ptr + (parity * R + r) * PAIR_BINS if PAIR == 1 else None
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
-            above = rlen * 0  # keys above the prefix (the last digit's counts)
+            above = rlen * 0  # keys above the prefix (the last digit's counts, and TIES')
+            n_tie = rlen * 0  # keys at the prefix (TIES)
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
                                        r * SCOL + s0, HI, W, LK, floor, pair_row_ptr)
@@ -245,13 +249,22 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                             do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
                     if do_hist:
                         h += tl.histogram(digit, BINS, mask=hit)
+                    if TIES > 0:  # the keys at the prefix listed in order, the first TIES; those above it counted
+                        incl = tl.cumsum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
+                        at = n_tie + (incl >> 16) - 1
+                        tl.store(tie_key_ptr + t * TIES + at, u.to(tl.int32, bitcast=True), mask=hit & (at < TIES))
+                        both = tl.max(incl, axis=0)  # inclusive, so the step's totals
+                        n_tie += both >> 16
+                        above += both & 65535
                     x = x_next
             if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
-    if LAST:
+            if TIES > 0:
+                tl.store(tie_cnt_ptr + t * 2 + tl.arange(0, 2), tl.where(tl.arange(0, 2) == 0, n_tie, above))
+    if LAST or TIES > 0:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
         for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
             if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
@@ -373,200 +386,15 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
 
 
 @triton.jit
-def dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP: tl.constexpr):
-    """The furthest list entry outside [0, KTOP) that an emit task's slice would have put (+1; 0: none), from its
-    counts before and after its scan: its keys above the threshold went to entries [n_above0, n_above), those at
-    it to KTOP - need + [n_at0, min(n_at, need)). Only counts that disagree with the threshold (a bug) give one;
-    the scan's stores dropped it."""
-    put_above = n_above > n_above0
-    first_at = KTOP - need + n_at0
-    worst = tl.where(put_above & (n_above > KTOP), n_above, 0)  # the last entry n_above - 1, +1
-    worst = tl.maximum(worst, tl.where(put_above & (n_above0 < 0), 1 - n_above0, 0))
-    return tl.maximum(worst, tl.where((tl.minimum(n_at, need) > n_at0) & (first_at < 0), 1 - first_at, 0))
-
-
-@triton.jit
-def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
-         launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
-         PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
-         NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
-    """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
-    page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
-    in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
-    them (position order throughout). The earlier slices' keys above the threshold and at it come from sel3's
-    counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]. An entry that would land
-    outside the row's list (the counts and the threshold disagree: a bug) is dropped and the error word written
-    (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
-    list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
-    its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
-    parity = epoch & 1
-    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
-    for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        r = t // NSL
-        s = t % NSL
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        s0, s1 = slice_of(rlen, s, NSL, IBLK)
-        if (rlen > LS) & (s0 < s1):
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            if EK > 0:
-                n_above0, n_above, n_at0, n_at, need = emit_chunks(
-                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
-            else:
-                n_above0, n_above, n_at0, n_at, need = emit_steps(
-                    scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
-            # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
-            # its instructions (sm_90)
-            worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
-            if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
-                report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
-
-
-@triton.jit
-def put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP: tl.constexpr):
-    """A scan step's keys put in row r's list as their slots: incl, each key's inclusive count in the slice's step
-    of the keys above the threshold (low 16 bits) and at it (high 16), so its entry is above-before + rank for a key
-    above and KTOP - need + at-before + rank for one of the first `need` at it. An entry outside [0, KTOP) is dropped
-    (`dropped_entry` reports it)."""
-    rank_above = n_above + (incl & 65535) - 1
-    rank_at = n_at + (incl >> 16) - 1
-    take_at = is_at & (rank_at < need)
-    dest = tl.where(is_above, rank_above, KTOP - need + rank_at)
-    put = is_above | take_at
-    tl.store(topk_ptr + r * KTOP + dest, slot, mask=put & (dest >= 0) & (dest < KTOP))
-
-
-@triton.jit
-def positions(cand_pos_ptr, r, tt, end, SCOL: tl.constexpr, LIST: tl.constexpr):
-    """A scan step's key positions at tt below end: tt itself, or (LIST) the slice's listed positions there
-    (cand_pos, from L2)."""
-    if LIST:
-        return tl.load(cand_pos_ptr + r * SCOL + tt, mask=tt < end, other=0, cache_modifier=".cg")
-    else:
-        return tt
-
-
-@triton.jit
-def slots_of(page_table_ptr, r, pos, valid, PMAX: tl.constexpr):
-    """Row r's key positions pos (where valid) as physical slots: page_table[r, pos // 64] * 64 + pos % 64."""
-    return tl.load(page_table_ptr + r * PMAX + pos // PAGE, mask=valid, other=0) * PAGE + pos % PAGE
-
-
-@triton.jit
-def emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, offs,
-               PMAX: tl.constexpr, LIST: tl.constexpr):
-    """An emit task's first step, its keys at s0 + offs: (src, x, slot, s1), the scan's source (the row's scores,
-    or with LIST the slice's listed order keys), the step's raw keys and their slots, and the scan's end (with
-    LIST s0 + the list's length). A listed step's positions load before the list's length is known (masked at the
-    slice's end); their slots as soon as both are in, beside the threshold's loads, not after them."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    if LIST:
-        src = cand_key_ptr + r * SCOL
-    else:
-        src = scores_ptr + r * SCOL
-    pos = positions(cand_pos_ptr, r, s0 + offs, s1, SCOL, LIST)
-    x = load_step(src, s0 + offs, s1, LIST)
-    if LIST:
-        s1 = s0 + tl.load(ncand_ptr + t, cache_modifier=".cg")
-    return src, x, slots_of(page_table_ptr, r, pos, s0 + offs < s1, PMAX), s1
-
-
-@triton.jit
-def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr,
-                 NSL: tl.constexpr, PACKED: tl.constexpr = False):
-    """An emit task's start, row r and slice s: (need, thr, n_above, n_at), the row's threshold (its KTOP-th
-    largest order key), how many keys at it the list takes, and the row's keys above it and at it in the slices
-    before s (sel3's counts at the threshold's last digit d: cnt[., d + 1] and cnt[., d] - cnt[., d + 1]). PACKED
-    (tiles.index_packed_counts): `found_prefix`'s, and both sums from one reduction (at or above in the high word,
-    above in the low; each < 2^32): the same values."""
-    sls = tl.arange(0, NSL)
-    need, thr = found_prefix(kept3_ptr, hist3_ptr, r, parity * R + r, KTOP, False, 1, BINS, PACKED)
-    d = (thr & 255).to(tl.int32)
-    before = sls < s
-    at_or_above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d, mask=before, other=0, cache_modifier=".cg")
-    above = tl.load(cnt_ptr + (r * NSL + sls) * (BINS + 1) + d + 1, mask=before, other=0, cache_modifier=".cg")
-    if PACKED:
-        packed = tl.sum((at_or_above.to(tl.int64) << 32) + above.to(tl.int64), axis=0)
-        n_above = (packed & 0xFFFFFFFF).to(tl.int32)
-        n_at = (packed >> 32).to(tl.int32) - n_above
-    else:
-        n_above = tl.sum(above, axis=0)
-        n_at = tl.sum(at_or_above, axis=0) - n_above
-    return need, thr, n_above, n_at
-
-
-@triton.jit
-def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
-               R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
-               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
-    """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
-    counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    blk = tl.arange(0, ISCAN)
-    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1, blk,
-                                  PMAX, LIST)
-    # a listed step's positions load two steps ahead, so that its slots' page ids (a load on that load) go out a
-    # step ahead with the keys and no step waits on two loads in a row
-    pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST)
-    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
-    n_above0 = n_above
-    n_at0 = n_at
-    for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead (positions two)
-        tt = t0 + blk
-        valid = tt < s1
-        x_next = load_step(src, tt + ISCAN, s1, LIST)
-        slot_next = slots_of(page_table_ptr, r, pos_next, tt + ISCAN < s1, PMAX)
-        pos_next = positions(cand_pos_ptr, r, tt + 2 * ISCAN, s1, SCOL, LIST)
-        u = key_of(x, LIST).to(tl.int64)
-        is_above = valid & (u > thr)
-        is_at = valid & (u == thr)
-        # both ranks from one scan: the keys above in the low 16 bits, those at the threshold in the high
-        # (each < 2^16 a block: index_scan <= 32768), inclusive, so nondecreasing: its max is the block's
-        both = tl.cumsum(is_above.to(tl.int32) + is_at.to(tl.int32) * 65536, axis=0)
-        put_entries(topk_ptr, r, slot, both, is_above, is_at, n_above, n_at, need, KTOP)
-        counts = tl.max(both, axis=0)  # the block's (inclusive: its last)
-        n_above += counts & 65535
-        n_at += counts >> 16
-        x = x_next
-        slot = slot_next
-    return n_above0, n_above, n_at0, n_at, need
-
-
-@triton.jit
-def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
-                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
-                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
-    """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
-    key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
-    a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
-    one's scans."""
-    SCOL: tl.constexpr = PMAX * PAGE
-    CH: tl.constexpr = EMIT_ROWS * EK
-    offs = chunk_offsets(EK)
-    src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
-                                  offs, PMAX, LIST)
-    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
-    n_above0 = n_above
-    n_at0 = n_at
-    for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead
-        tt = c0 + offs
-        valid = tt < s1
-        x_next = load_step(src, tt + CH, s1, LIST)
-        slot_next = slots_of(page_table_ptr, r, positions(cand_pos_ptr, r, tt + CH, s1, SCOL, LIST), tt + CH < s1,
-                             PMAX)
-        u = key_of(x, LIST).to(tl.int64)
-        is_above = valid & (u > thr)
-        is_at = valid & (u == thr)
-        both = is_above.to(tl.int32) + is_at.to(tl.int32) * 65536  # each count < 2^16 a chunk (EK <= 64)
-        row_tot = tl.sum(both, axis=1)
-        incl = (tl.cumsum(row_tot, axis=0) - row_tot)[:, None] + tl.cumsum(both, axis=1)
-        put_entries(topk_ptr, r, slot, incl, is_above, is_at, n_above, n_at, need, KTOP)
-        counts = tl.sum(row_tot, axis=0)
-        n_above += counts & 65535
-        n_at += counts >> 16
-        x = x_next
-        slot = slot_next
-    return n_above0, n_above, n_at0, n_at, need
+def ties_fit(tie_cnt_ptr, lens, R: tl.constexpr, NSL: tl.constexpr, LS: tl.constexpr, TIES: tl.constexpr):
+    """With tiles.index_ties (TIES > 0), read after sel2's hand-off: 1 when every slice of every sliced row (lens:
+    `row_lengths`) listed all its keys at the 16-bit prefix (at most TIES, tie_cnt), so that emit finds the threshold
+    from those lists and sel3 is passed; else 0 (sel3 runs). The same in every program. Without TIES 0, no loads."""
+    rows = tl.arange(0, 16)
+    fit = tl.max(rows * 0, axis=0)
+    if TIES > 0:
+        sls = tl.arange(0, NSL)
+        n = tl.load(tie_cnt_ptr + (rows[:, None] * NSL + sls[None, :]) * 2, mask=((rows < R) & (lens > LS))[:, None],
+                    other=0, cache_modifier=".cg")
+        fit = (tl.max(tl.max(n, axis=1), axis=0) <= TIES).to(tl.int32)
+    return fit

@@ -231,7 +231,7 @@ class Tiles:
     # Mixed (0.7 us lost at 8K 1 row, where the target was missed; under 1 us at 128K): not taken (again: tiles_index.py).
     index_page_chunk: int = 0
     # index_emit_k: emit scans its slice in [256, index_emit_k] tiles (a tile row's keys consecutive, one block-wide
-    # scan of the rows' totals a tile: `stages_select.emit_chunks`) instead of index_scan keys a step (0). Alone
+    # scan of the rows' totals a tile: `stages_emit.emit_chunks`) instead of index_scan keys a step (0). Alone
     # (results/indexer18_h200_probe_emit_chunks.log, 132 programs, µs a launch with its gap): 8 rows of 131072 keys
     # 12.5 -> 10.7 ([256, 2]), 8.7 ([256, 4]), 9.8 ([256, 8]); 4 rows 7.5 -> 5.5 ([256, 4]); 1 row of 8192 keys 3.5
     # -> 3.4. In the launch, one process, TP8, a decode row a request, rows 1 / 2 / 4 / 8, before sel1's lists
@@ -305,7 +305,7 @@ class Tiles:
     # to the build, or one run's noise). 3-4 us at 128K 4 / 8 rows with 1024, 2 us lost at 8K 1 / 8 rows: mixed, and
     # no target reached.
     # index_packed_counts: each select stage finds its digit with fewer block-wide reductions (`stages_select.digit_of`,
-    # `found_prefix`, `slice_counts`): the same values, so the same bits. sm_90 AOT: results/packed_counts_sass_cpu.txt.
+    # `found_prefix`, `stages_emit.slice_counts`): the same values, so the same bits. sm_90 AOT: results/packed_counts_sass_cpu.txt.
     # Taken on an H100 A/B in one process (results/indexer25_h100_time_specs_packed.log), rows 1 / 2 / 4 / 8: 8K 137.0
     # / 152.5 / 179.3 / 221.3 us -> 134.5 / 150.4 / 175.6 / 222.1, 128K 147.8 / 170.4 / 208.3 / 287.9 -> 146.6 / 169.9
     # / 205.8 / 286.7.
@@ -324,6 +324,10 @@ class Tiles:
     index_pair: int = -1
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
+    # index_ties: sel2 also lists each slice's keys at the threshold's 16-bit prefix (the first index_ties of them) and
+    # counts those above it, and emit finds the last two digits from those lists, sel3 passed, unless a slice had more
+    # (`stages_select.ties_fit`); four digits, no index_pair or index_relist; -1: by width (tiles_index.py)
+    index_ties: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -493,6 +497,11 @@ class Tiles:
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "
                              "digits 1 and 2 by atomics, and sel2, which would relist, is passed")
+        if t.index_ties < 0 or t.index_ties & (t.index_ties - 1) or t.index_ties > 256:
+            raise ValueError(f"index_ties {t.index_ties} is neither -1 (by width), 0 nor a power of two up to 256")
+        if t.index_ties and (t.index_digits != 4 or t.index_pair > 0 or t.index_relist):
+            raise ValueError(f"index_ties needs index_digits 4 (is {t.index_digits}), index_pair 0 (is {t.index_pair}) "
+                             f"and index_relist 0 (is {t.index_relist}): sel2 lists the keys at its 16-bit prefix")
         if self.index_digits == 3 and not (0 < self.index_atomics <= 4 and self.index_sel_atomics):
             raise ValueError(f"index_digits 3 needs index_atomics from 1 to 4 (is {self.index_atomics}: each reader "
                              "sums a row's copies of 4096 bins in registers) and index_sel_atomics (is "

@@ -1,5 +1,5 @@
 """Time the sliced radix select's stages alone on a GPU (`stages_select.select_digit` as sel1 / sel2 / sel3, then
-`stages_select.emit`), each launched on its own over random scores at a scan step width (`Tiles.index_scan`), and a
+`stages_emit.emit`), each launched on its own over random scores at a scan step width (`Tiles.index_scan`), and a
 bare scan loop with and without sel1's atomics (and its loads two steps ahead), so that a stage's time splits into
 its scan, its atomics and the rest.
 
@@ -9,7 +9,7 @@ task a (row, slice) on 132 programs. The chain sel1 -> sel2 -> sel3 -> emit runs
 against the exactness rule (`glm53.indexer.radix_select`); then each stage is timed alone (µs a launch under a CUDA
 graph, launch gaps included: compare the variants with each other, not with the launch's stage spans). A repeated
 select stage counts into its histogram again (its counts grow, its work does not change); emit is idempotent.
---rows-k K ...: emit in [256, K] tiles too (`stages_select.emit_chunks`, tiles.index_emit_k), checked against the
+--rows-k K ...: emit in [256, K] tiles too (`stages_emit.emit_chunks`, tiles.index_emit_k), checked against the
 rule and timed beside emit's steps.
 --lists N ...: the chain with sel<N> listing each slice's keys at or above its prefix in [256, K] chunks for each
 --rows-k K (`stages_select.list_chunks`; tiles.index_compact K lists in sel1, at the 8-bit prefix) and the later
@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton import stages_emit
 from sgl_amd_mono.backends.triton import stages_select as S
 from sgl_amd_mono.backends.triton.stages_index import load_scores, order_key, slice_of
 from sgl_amd_mono.glm53.indexer import order_keys, radix_select, to_slots
@@ -60,7 +61,7 @@ def _emit(scores_ptr, lengths_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr
     pid = tl.program_id(0)
     rows = tl.arange(0, 16)
     lens = tl.load(lengths_ptr + rows, mask=rows < R, other=0)
-    S.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
+    stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
            pid * 0 + 1, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, cand_pos_ptr,
            cand_key_ptr, ncand_ptr, LIST, EK=EK)
 
@@ -133,7 +134,7 @@ def main():
     p.add_argument("--scans", type=int, nargs="+", default=[512, 1024, 2048])
     p.add_argument("--iblk", type=int, default=256)
     p.add_argument("--rows-k", type=int, nargs="*", default=[8, 16],
-                   help="emit's keys a tile row in [256, K] chunks (`stages_select.emit_chunks`) beside its steps")
+                   help="emit's keys a tile row in [256, K] chunks (`stages_emit.emit_chunks`) beside its steps")
     p.add_argument("--lists", type=int, nargs="*", default=[],
                    help="also the chain with each slice's keys at or above the prefix listed by sel<N> (1: at digit "
                         "0's 8-bit prefix, as tiles.index_compact; 2: at the 16-bit one) in [256, K] chunks for each "

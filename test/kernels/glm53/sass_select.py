@@ -1,6 +1,6 @@
 """The sliced select's stage functions alone, compiled for sm_90 on a CPU (no GPU), with and without
 `Tiles.index_packed_counts`: sel1 (digit 1 under digit 0, its histogram in 16 copies, counted a key at a time), sel2
-(digit 2, digit 1's 16 copies), sel3 (the last digit) and emit (`stages_select.select_digit`, `emit`), at the TP8
+(digit 2, digit 1's 16 copies), sel3 (the last digit) and emit (`stages_select.select_digit`, `stages_emit.emit`), at the TP8
 shard's 1-row build (NSL 128, 256-key steps) and 8-row build (NSL 16, 512-key steps, sel1's lists: index_compact 4),
 256-key blocks, 132 programs, 8 warps. Prints each one's block barriers (PTX bar.sync, SASS BAR), layout conversions
 (TTGIR), instructions (SASS), registers and spills. A task's chain of block-wide steps is what a select stage waits
@@ -23,6 +23,7 @@ import sys
 import triton
 import triton.language as tl
 
+from sgl_amd_mono.backends.triton import stages_emit
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton.survey import _ptxas_usage
 
@@ -57,7 +58,7 @@ def _select_probe(scores_ptr, lengths_ptr, page_table_ptr, hist_ptr, kept_ptr, c
                             ok, task_count_ptr, 8, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, 1,
                             1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr, 2 if LIST > 0 else 0, PACKED=PACKED)
     else:
-        select.emit(scores_ptr, lens, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
+        stages_emit.emit(scores_ptr, lens, page_table_ptr, hist_ptr, kept_ptr, cnt_ptr, topk_ptr, err_ptr, 0, epoch, pid,
                     ok, task_count_ptr, 9, R, KTOP, PMAX, NSL, IBLK, ISCAN, KTOP, NPROG, 0, False, cand_pos_ptr,
                     cand_key_ptr, ncand_ptr, LIST > 0, 0, PACKED)
 
