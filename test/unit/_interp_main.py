@@ -77,13 +77,6 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
-    # sel2 listing each slice's keys at its 16-bit prefix, emit finding the last two digits from them, sel3 passed
-    # (index_ties, off by width at w3): over sel1's lists, over the slices' scores, at 2000 keys with the floors, and
-    # one key a slice's room at 2000 keys with no floor and one slice a row, more than that at the prefix: sel3 runs
-    "w3_index_ties": (3, torch.bfloat16, "index_pair=0,index_ties=32"),
-    "w3_index_ties_scan": (3, torch.bfloat16, "index_pair=0,index_compact=0,index_ties=32"),
-    "w3long_index_ties": (3, torch.bfloat16, "index_pair=0,index_compact=1,index_floor=1,index_ties=32", 2000),
-    "w3long_index_ties_spill": (3, torch.bfloat16, "index_pair=0,index_compact=1,index_floor=0,index_ties=1", 2000),
     # the scores stored to leave L2 last (an evict_last cache policy on sm_90; none under the interpreter)
     "w3_index_keep_scores": (3, torch.bfloat16, "index_keep_scores=1"),
     # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape
@@ -200,33 +193,6 @@ def pairs_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> 
                 at &= keys >= int(s["floor"].view(d.R, d.NSL)[row].amin())
             want[row] = torch.bincount((keys[at] >> 8) & 0xFFFF, minlength=got.shape[1]).to(got.dtype)
     return bool(torch.equal(got, want))
-
-
-def ties_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> tuple[bool, int]:
-    """With index_ties: each sliced row's slice counts sel2 left (tie_cnt) are torch's count of the slice's keys at the
-    row's 16-bit prefix (kept2) and above it, and its list (tie_key) holds the first index_ties of those keys in
-    position order; with the floors only the keys at or above the row's floor (sel1's lists hold no other). Returns
-    (match, the most keys a slice had at the prefix). plant: one slice's count one higher first (the check's own
-    control)."""
-    c, d, s = kinds.get(kind).constexprs(plan.dims), plan.dims, plan.scratch
-    cnt, cap = s["tie_cnt"].view(d.R, d.NSL, 2).clone(), plan.tiles.index_ties
-    if plant:
-        cnt[0, 0, 0] += 1
-    most = 0
-    for row, n in enumerate(lengths.tolist()):
-        if n <= c["LS"]:
-            continue
-        keys, p16 = order_keys(s["scores"][row, :n]), int(s["kept2"][row, 1])
-        lo = int(s["floor"].view(d.R, d.NSL)[row].amin()) if c["IFLOOR"] and c["ICOMPACT"] else 0
-        for sl, a, b in slices_of(n, d):
-            k = keys[a:b]
-            at = k[((k >> 16) == p16) & (k >= lo)]
-            got = s["tie_key"].view(d.R, d.NSL, -1)[row, sl, :min(len(at), cap)].long() & 0xFFFFFFFF
-            most = max(most, len(at))
-            if (int(cnt[row, sl, 0]), int(cnt[row, sl, 1])) != (len(at), int(((k >> 16) > p16).sum())) \
-                    or not torch.equal(got, at[:cap]):
-                return False, most
-    return True, most
 
 
 def combined_control(kc, geo, weights):
@@ -406,9 +372,6 @@ def main(kind: str, case: str) -> None:
     if plan.tiles.index_floor > 0 and plan.tiles.index_compact > 0:
         res["floors_ok"], res["floors_cut"] = floors_match(plan, kind, step.lengths)
         res["floors_planted_caught"] = not floors_match(plan, kind, step.lengths, plant=True)[0]
-    if plan.tiles.index_ties > 0:
-        res["ties_ok"], res["ties_most"] = ties_match(plan, kind, step.lengths)
-        res["ties_planted_caught"] = not ties_match(plan, kind, step.lengths, plant=True)[0]
     counted = plan.sync.task_count.tolist()
     res["task_counts"] = dict(zip(plan.table.stage_names(), counted))
     try:

@@ -155,8 +155,7 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, tie_key_ptr=None, tie_cnt_ptr=None,
-        ITIES: tl.constexpr = 0):
+        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -168,9 +167,7 @@ def index_attention(
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
     sel3 finds both (stage sel2 passed: tiles.index_pair); IKEEP: the score stage's stores of the scores marked to
-    leave L2 last (tiles.index_keep_scores); ITIES: sel2 also lists each slice's first ITIES keys at its 16-bit prefix
-    (tie_key, tie_cnt), and when every slice's fit, sel3 is passed and emit finds the threshold from them
-    (tiles.index_ties). Returns ok."""
+    leave L2 last (tiles.index_keep_scores). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -279,7 +276,6 @@ def index_attention(
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
-        ties = tl.max(lens, axis=0) * 0  # 1: sel3 passed, emit's threshold from sel2's lists (ITIES; set after sel2)
         if IPAIR:  # four digits, the second and third both found in sel3 (sel2 passed), then the last
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
@@ -291,15 +287,12 @@ def index_attention(
                                 pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
                                 (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
-                                RL=max(IRELIST, 1), TIES=ITIES, tie_key_ptr=tie_key_ptr, tie_cnt_ptr=tie_cnt_ptr)
+                                RL=max(IRELIST, 1))
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
                           NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            ties = select.ties_fit(tie_cnt_ptr, lens, R, NSL, LS, ITIES)
-            # with every slice's keys at the 16-bit prefix listed, sel3 has no tasks (it still zeroes hist3's other
-            # parity) and its hand-off waits for nothing: emit reads nothing it writes
             select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
-                                pid, ok * (1 - ties), task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK,
-                                ISCAN, LS, NPROG, SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                                pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                                SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
                                 2 if ICOMPACT > 0 else 0, PACKED=IPACK)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
@@ -307,11 +300,11 @@ def index_attention(
                                 pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
                                 NPROG, SKIP_MASK, COUNT_TASKS, IHC1, PACKED=IPACK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=ties == 0)
-        stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr, launch_id,
-                    epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG, SKIP_MASK,
-                    COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK, IPACK, ties, kept2_ptr,
-                    tie_key_ptr, tie_cnt_ptr, ITIES)
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+        stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
+                         launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                         NPROG, SKIP_MASK, COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK,
+                         IPACK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
                       NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     else:

@@ -6,8 +6,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, slice_of
-from sgl_amd_mono.backends.triton.stages_select import (EMIT_ROWS, chunk_offsets, digit_of, found_prefix, key_of,
-                                                        load_step)
+from sgl_amd_mono.backends.triton.stages_select import EMIT_ROWS, chunk_offsets, found_prefix, key_of, load_step
 from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
 
 
@@ -29,8 +28,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False, ties=0,
-         kept2_ptr=None, tie_key_ptr=None, tie_cnt_ptr=None, TIES: tl.constexpr = 0):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -40,9 +38,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts). TIES > 0 and ties (tiles.index_ties, and
-    every slice's keys at the 16-bit prefix listed: `stages_select.ties_fit`, sel3 passed): the threshold and the
-    earlier slices' counts from sel2's lists of those keys instead (`tie_counts`)."""
+    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
     parity = epoch & 1
     n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
@@ -55,13 +51,11 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             if EK > 0:
                 n_above0, n_above, n_at0, n_at, need = emit_chunks(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, ties, kept2_ptr,
-                    tie_key_ptr, tie_cnt_ptr, TIES)
+                    KTOP, PMAX, NSL, EK, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             else:
                 n_above0, n_above, n_at0, n_at, need = emit_steps(
                     scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity, R,
-                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED, ties, kept2_ptr,
-                    tie_key_ptr, tie_cnt_ptr, TIES)
+                    KTOP, PMAX, NSL, ISCAN, cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST, PACKED)
             # checked once a slice, not a step: a reduction and the error branch inside the scan cost about twice
             # its instructions (sm_90)
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
@@ -143,51 +137,9 @@ def slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, K
 
 
 @triton.jit
-def tie_counts(kept2_ptr, tie_key_ptr, tie_cnt_ptr, r, s, NSL: tl.constexpr, TIES: tl.constexpr,
-               PACKED: tl.constexpr = False):
-    """`slice_counts`' values from sel2's lists (tiles.index_ties): its (need, prefix) after digit 1 (kept2), each
-    slice's keys at that 16-bit prefix (the first TIES of them, tie_key: every one, as `ties_fit` held) and above it
-    (tie_cnt). Digits 2 and 3 found from those keys' histograms (`digit_of`), the keys above the threshold in the
-    slices before s: those above the prefix plus the listed ones above the threshold; at it: the listed ones equal.
-    The lists load whole (their stale entries past each count masked where used), beside the counts."""
-    sls = tl.arange(0, NSL)
-    cols = tl.arange(0, TIES)
-    need = tl.load(kept2_ptr + r * 2, cache_modifier=".cg")
-    prefix = tl.load(kept2_ptr + r * 2 + 1, cache_modifier=".cg")
-    n_tie = tl.load(tie_cnt_ptr + (r * NSL + sls) * 2, cache_modifier=".cg")
-    above = tl.load(tie_cnt_ptr + (r * NSL + sls) * 2 + 1, cache_modifier=".cg")
-    keys = tl.load(tie_key_ptr + (r * NSL + sls)[:, None] * TIES + cols[None, :], cache_modifier=".cg")
-    listed = cols[None, :] < n_tie[:, None]
-    low = tl.reshape(keys & 0xFFFF, (NSL * TIES,))
-    valid = tl.reshape(listed, (NSL * TIES,))
-    need, prefix = digit_of(tl.histogram(low >> 8, BINS, mask=valid), need, prefix, BINS, PACKED)
-    at_d2 = valid & ((low >> 8) == (prefix & 255).to(tl.int32))
-    need, thr = digit_of(tl.histogram(low & 255, BINS, mask=at_d2), need, prefix, BINS, PACKED)
-    u = keys.to(tl.uint32, bitcast=True).to(tl.int64)
-    before = listed & (sls < s)[:, None]
-    n_above = tl.sum(tl.where(sls < s, above, 0), axis=0) + tl.sum(tl.sum((before & (u > thr)).to(tl.int32), axis=1),
-                                                                  axis=0)
-    n_at = tl.sum(tl.sum((before & (u == thr)).to(tl.int32), axis=1), axis=0)
-    return need, thr, n_above, n_at
-
-
-@triton.jit
-def emit_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R: tl.constexpr, KTOP: tl.constexpr, NSL: tl.constexpr,
-                PACKED: tl.constexpr, ties, kept2_ptr, tie_key_ptr, tie_cnt_ptr, TIES: tl.constexpr):
-    """An emit task's (need, thr, n_above, n_at): `tie_counts`' where TIES > 0 and ties (sel3 passed), else
-    `slice_counts`' (sel3's)."""
-    if TIES > 0 and ties != 0:
-        need, thr, n_above, n_at = tie_counts(kept2_ptr, tie_key_ptr, tie_cnt_ptr, r, s, NSL, TIES, PACKED)
-    else:
-        need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
-    return need, thr, n_above, n_at
-
-
-@triton.jit
 def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, ISCAN: tl.constexpr,
-               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False, ties=0,
-               kept2_ptr=None, tie_key_ptr=None, tie_cnt_ptr=None, TIES: tl.constexpr = 0):
+               cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit`'s task over its slice [s0, s1) ISCAN keys a step, one block-wide scan a step; returns the row's
     counts before and after the slice (n_above0, n_above, n_at0, n_at) and need."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -197,8 +149,7 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     # a listed step's positions load two steps ahead, so that its slots' page ids (a load on that load) go out a
     # step ahead with the keys and no step waits on two loads in a row
     pos_next = positions(cand_pos_ptr, r, s0 + ISCAN + blk, s1, SCOL, LIST)
-    need, thr, n_above, n_at = emit_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED, ties,
-                                           kept2_ptr, tie_key_ptr, tie_cnt_ptr, TIES)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
     for t0 in tl.range(s0, s1, ISCAN, num_stages=1):  # prefetched by hand, a block ahead (positions two)
@@ -225,8 +176,7 @@ def emit_steps(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
 @triton.jit
 def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, r, s, t, s0, s1, parity,
                 R: tl.constexpr, KTOP: tl.constexpr, PMAX: tl.constexpr, NSL: tl.constexpr, EK: tl.constexpr,
-                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False, ties=0,
-                kept2_ptr=None, tie_key_ptr=None, tie_cnt_ptr=None, TIES: tl.constexpr = 0):
+                cand_pos_ptr, cand_key_ptr, ncand_ptr, LIST: tl.constexpr, PACKED: tl.constexpr = False):
     """`emit_steps` in chunks of EMIT_ROWS x EK keys, a [EMIT_ROWS, EK] tile (a tile row's EK keys consecutive): a
     key's counts from a scan along its tile row plus an exclusive scan of the rows' totals, so one block-wide scan
     a chunk (`emit_steps`: one an ISCAN-key step). The same entries; the next chunk's loads issued before this
@@ -236,8 +186,7 @@ def emit_chunks(scores_ptr, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_
     offs = chunk_offsets(EK)
     src, x, slot, s1 = emit_start(scores_ptr, page_table_ptr, cand_pos_ptr, cand_key_ptr, ncand_ptr, r, t, s0, s1,
                                   offs, PMAX, LIST)
-    need, thr, n_above, n_at = emit_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED, ties,
-                                           kept2_ptr, tie_key_ptr, tie_cnt_ptr, TIES)
+    need, thr, n_above, n_at = slice_counts(hist3_ptr, kept3_ptr, cnt_ptr, r, s, parity, R, KTOP, NSL, PACKED)
     n_above0 = n_above
     n_at0 = n_at
     for c0 in tl.range(s0, s1, CH, num_stages=1):  # prefetched by hand, a chunk ahead

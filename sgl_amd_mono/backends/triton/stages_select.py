@@ -146,7 +146,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
                  PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
-                 pair_ptr=None, PAIR: tl.constexpr = 0, TIES: tl.constexpr = 0, tie_key_ptr=None, tie_cnt_ptr=None):
+                 pair_ptr=None, PAIR: tl.constexpr = 0):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -170,10 +170,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     counts also counted by one atomic at its next 16 bits (digits 1 and 2) into the row's pair histogram at
     pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed),
     the digits 1 and 2 both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the
-    same digits. TIES (tiles.index_ties; sel2, LIST 0 or 2): the scan also lists the slice's first TIES keys at the
-    prefix found here (HI = 16 bits), their order keys at tie_key[t], and counts them and the keys above it at
-    tie_cnt[t] (emit finds the last two digits from them: `stages_emit.tie_counts`); then R tasks fill each sliced
-    row's list with -1, as the last digit's stage does (sel3, passed when every slice's keys fit: `ties_fit`).
+    same digits.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -214,8 +211,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             pair_row_ptr = pair_ptr + (parity * R + r) * PAIR_BINS if PAIR == 1 else None
             keep_prefix(kept_ptr, need, prefix, r, t % NSL == 0)
             h = tl.zeros((BINS,), dtype=tl.int32)
-            above = rlen * 0  # keys above the prefix (the last digit's counts, and TIES')
-            n_tie = rlen * 0  # keys at the prefix (TIES)
+            above = rlen * 0  # keys above the prefix (the last digit's counts)
             if LIST == 1:
                 n_listed = list_chunks(x, x1, src, s0, s1, prefix, hist_row_ptr, cand_pos_ptr, cand_key_ptr,
                                        r * SCOL + s0, HI, W, LK, floor, pair_row_ptr)
@@ -249,22 +245,13 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                             do_hist = tl.sum(hit.to(tl.int32), axis=0) > 0
                     if do_hist:
                         h += tl.histogram(digit, BINS, mask=hit)
-                    if TIES > 0:  # the keys at the prefix listed in order, the first TIES; those above it counted
-                        incl = tl.cumsum(hit.to(tl.int32) * 65536 + ((tt < s1) & (high > prefix)).to(tl.int32), axis=0)
-                        at = n_tie + (incl >> 16) - 1
-                        tl.store(tie_key_ptr + t * TIES + at, u.to(tl.int32, bitcast=True), mask=hit & (at < TIES))
-                        both = tl.max(incl, axis=0)  # inclusive, so the step's totals
-                        n_tie += both >> 16
-                        above += both & 65535
                     x = x_next
             if not ATOMS:
                 tl.atomic_add(hist_row_ptr + bins, h, mask=h > 0, sem="relaxed")
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
-            if TIES > 0:
-                tl.store(tie_cnt_ptr + t * 2 + tl.arange(0, 2), tl.where(tl.arange(0, 2) == 0, n_tie, above))
-    if LAST or TIES > 0:
+    if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
         for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
             if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
@@ -383,18 +370,3 @@ def relist_chunks(x, p, keys_ptr, pos_ptr, s0, s1, prefix, hist_row_ptr, HI: tl.
         x = x_next
         p = p_next
     return kept
-
-
-@triton.jit
-def ties_fit(tie_cnt_ptr, lens, R: tl.constexpr, NSL: tl.constexpr, LS: tl.constexpr, TIES: tl.constexpr):
-    """With tiles.index_ties (TIES > 0), read after sel2's hand-off: 1 when every slice of every sliced row (lens:
-    `row_lengths`) listed all its keys at the 16-bit prefix (at most TIES, tie_cnt), so that emit finds the threshold
-    from those lists and sel3 is passed; else 0 (sel3 runs). The same in every program. Without TIES 0, no loads."""
-    rows = tl.arange(0, 16)
-    fit = tl.max(rows * 0, axis=0)
-    if TIES > 0:
-        sls = tl.arange(0, NSL)
-        n = tl.load(tie_cnt_ptr + (rows[:, None] * NSL + sls[None, :]) * 2, mask=((rows < R) & (lens > LS))[:, None],
-                    other=0, cache_modifier=".cg")
-        fit = (tl.max(tl.max(n, axis=1), axis=0) <= TIES).to(tl.int32)
-    return fit

@@ -126,17 +126,11 @@ INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # the sliced stages; results/indexer39_h100_check_{layer,topk}_lsel.log). A passed stage costs about 0.5 us of span.
 
 
-# sel2 listing each slice's keys at the threshold's 16-bit prefix, emit finding the last two digits from them and sel3
-# passed (Tiles.index_ties -1) by width: (the widest width, the keys a slice lists, 0: off). Not yet timed: off.
-INDEX_TIES_BY_WIDTH = ((1 << 30, 0),)
-
-
 def index_by_width(t, width: int):
     """Tiles t with the indexer's fields left to the width resolved from the tables here: index_scan 0, index_block
-    0, and index_compact, index_floor, index_pair, index_keep_scores and index_ties -1; no lists (index_compact) where
-    sel1 cannot list (three digits, or digit 1 not counted by atomics), no pairs where sel1 cannot count them (three
-    digits, digit 1 not counted by atomics, index_relist) or index_ties is asked for, no ties where sel2 is passed
-    or relists (three digits, index_pair, index_relist)."""
+    0, and index_compact, index_floor, index_pair and index_keep_scores -1; no lists (index_compact) where sel1
+    cannot list (three digits, or digit 1 not counted by atomics), no pairs where sel1 cannot count them (three
+    digits, digit 1 not counted by atomics, index_relist)."""
     def pick(table):
         return next(n for w, n in table if width <= w)
 
@@ -145,14 +139,9 @@ def index_by_width(t, width: int):
           "index_block": (not t.index_block, lambda: pick(INDEX_BLOCK_BY_WIDTH)),
           "index_compact": (t.index_compact < 0, lambda: pick(INDEX_COMPACT_BY_WIDTH) if can_list else 0),
           "index_floor": (t.index_floor < 0, lambda: pick(INDEX_FLOOR_BY_WIDTH)),
-          "index_pair": (t.index_pair < 0, lambda: pick(INDEX_PAIR_BY_WIDTH)
-                         if can_list and not t.index_relist and t.index_ties <= 0 else 0),
+          "index_pair": (t.index_pair < 0, lambda: pick(INDEX_PAIR_BY_WIDTH) if can_list and not t.index_relist else 0),
           "index_keep_scores": (t.index_keep_scores < 0, lambda: pick(INDEX_KEEP_BY_WIDTH))}
-    t = dataclasses.replace(t, **{name: value() for name, (left, value) in by.items() if left})
-    if t.index_ties < 0:
-        can_tie = t.index_digits == 4 and t.index_pair <= 0 and not t.index_relist
-        t = dataclasses.replace(t, index_ties=pick(INDEX_TIES_BY_WIDTH) if can_tie else 0)
-    return t
+    return dataclasses.replace(t, **{name: value() for name, (left, value) in by.items() if left})
 # Built, checked and timed, no faster, removed (commit 8445681: Tiles.index_list_one_layout): sel1's [256, K] listing
 # chunks loaded a key a thread in the layout Triton gives their atomics and stores, whose addresses are data-dependent,
 # instead of K keys a thread (one vector load) and each of those operands converted to that layout through shared

@@ -24,11 +24,7 @@ Its table is the shared kind's with the index work added to the attention half's
           sel1's digit-1 histogram and its pair histogram of both), and the slice's counts at or above each last digit
           (so emit finds the keys above the threshold and at it in the slices before its own); then (row): every
           sliced row's list filled with -1
-          (with tiles.index_ties: sel2 also lists each slice's keys at the 16-bit prefix it found and counts those
-          above it, and fills the lists with -1; sel3 is passed unless a slice had more such keys than its list holds)
-  emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots (with
-          index_ties and sel3 passed, the last two digits and the slices' counts from sel2's lists of the keys at the
-          16-bit prefix)
+  emit    (row, slice): the slice's selected keys at their place in the row's list, as physical slots
 The sliced rows are those past LS keys; a launch with none skips sel2 .. emit (each program arrives at them
 without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`dims.index_slices`: the tiles'
 index_slices / rows, a power of two) of whole IBLK-key blocks; a request of N rows splits its keys into N x NSL
@@ -144,10 +140,6 @@ INDEX_SCRATCH = (
     B("floor", lambda d: (d.R, d.NSL), "i64",
       "with index_floor: each score task's floor, an order key that at least ceil(KTOP / NSL) of its keys reach "
       "(0: none); sel1 lists and counts only the keys at or above the smallest of a row's"),
-    B("tie_key", lambda d: (d.R, d.NSL, max(1, d.tiles.index_ties)), "i32",
-      "with index_ties: a slice's first index_ties keys at the threshold's 16-bit prefix, their order keys (sel2)"),
-    B("tie_cnt", lambda d: (d.R, d.NSL, 2), "i32",
-      "with index_ties: a slice's keys at the threshold's 16-bit prefix (all, listed or not) and above it (sel2)"),
     B("cnt", lambda d: (d.R, d.NSL, RADIX_BINS + 1), "i32",
       "a slice's keys at or above the 24-bit prefix found . b (b < 256), and above that prefix (256)"),
 )
@@ -183,20 +175,18 @@ def _stages() -> tuple[StageDef, ...]:
                  is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
-        StageDef("sel2", lambda d: bound(d) + (d.R if d.tiles.index_ties else 0) if sel2_runs(d) else 0,
-                 ("scores", "lengths", "kept1", "hist1", "cand_key", "ncand"),
-                 ("hist2", "kept2", "tie_key", "tie_cnt", "topk"), is_bound=True,
+        StageDef("sel2", lambda d: bound(d) if sel2_runs(d) else 0, ("scores", "lengths", "kept1", "hist1",
+                                                                                  "cand_key", "ncand"),
+                 ("hist2", "kept2"), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
-                     "with three or index_pair, passed); with index_ties, the slice's keys at the 16-bit prefix "
-                     "listed and those above it counted, then (row): each sliced row's list filled with -1"),
+                     "with three or index_pair, passed)"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
                                                       "cand_key", "ncand", "hist_pair"),
                  ("hist3", "kept3", "cnt", "topk"), is_bound=True,
                  doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
-                     "counts at or above each last digit; then (row): each sliced row's list filled with -1 (with "
-                     "index_ties, passed unless a slice's keys at the 16-bit prefix outnumber its list's room)"),
+                     "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3", "cand_pos", "cand_key",
-                                 "ncand", "kept2", "tie_key", "tie_cnt"), ("topk",),
+                                 "ncand"), ("topk",),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
                                     "slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
