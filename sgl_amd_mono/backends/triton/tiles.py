@@ -335,6 +335,10 @@ class Tiles:
     index_pair: int = -1
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
+    # qb_rotate: the index kinds' q_b and wq_b tasks (a column tile each, every k block) start on their (tile mod k
+    # blocks)-th k block and wrap, so that the stage's tasks do not all read the same k block's columns of their weight
+    # rows at once; each sum in that order (not bit-equal to the k blocks in order). Off (not yet timed).
+    qb_rotate: bool = False
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
