@@ -77,8 +77,6 @@ CASES = {
     "w3_index_pair_scan": (3, torch.bfloat16, "index_pair=1,index_compact=0"),
     "w3_index_pair_floor": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1,index_slices=8"),
     "w3long_index_pair": (3, torch.bfloat16, "index_pair=1,index_compact=1,index_floor=1", 2000),
-    # q_b's and wq_b's tasks starting on rotated k blocks (another summation order: within the bounds, not bit-equal)
-    "w3_qb_rotate": (3, torch.bfloat16, "qb_rotate=1"),
     # the scores stored to leave L2 last (an evict_last cache policy on sm_90; none under the interpreter)
     "w3_index_keep_scores": (3, torch.bfloat16, "index_keep_scores=1"),
     # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape

@@ -152,21 +152,6 @@ def test_index_atomics_change_no_bit(kind, case):
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
 
 
-@pytest.mark.parametrize("kind", ["indexer", "dense"])
-def test_qb_rotate_within_bounds(kind):
-    """q_b's and wq_b's tasks summing their k blocks from a block rotated by their column tile (tiles.qb_rotate): the
-    oracle's bounds hold and every list is the rule's over the launch's own scores. The tiny geometry's q latent is
-    two k blocks, so a rotated task sums them as (b1 + b0), the in-order sum commuted: the same bits as w3 (a block
-    skipped or taken twice would change them). At GLM-5.3's 16 blocks the order, and so the last bits, differ."""
-    r, res = _run(kind, "w3_qb_rotate")
-    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
-    for name, bound in registry.get(kind).interp_bounds["w3"].items():
-        assert nm.passes(name, res["values"][name], bound), f"{name} = {res['values'][name]} outside {bound}"
-    assert res["digests"] == _pinned()[(kind, "w3")]
-    assert res["task_counts_ok"] is True, res["task_counts_ok"]
-    assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
-
-
 def _pairs_checked(res):
     """Where the launch counted digits 1 and 2 as pairs (index_pair), its pair histogram is torch's count over its own
     keys after its last launch, on the parity its first used (so the zeroing between shows), and a count planted off

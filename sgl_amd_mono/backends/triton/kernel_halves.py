@@ -155,7 +155,7 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, QROT: tl.constexpr = False):
+        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -167,8 +167,7 @@ def index_attention(
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
     sel3 finds both (stage sel2 passed: tiles.index_pair); IKEEP: the score stage's stores of the scores marked to
-    leave L2 last (tiles.index_keep_scores); QROT: q_b's and wq_b's tasks start on k blocks rotated by their column
-    tile (tiles.qb_rotate). Returns ok."""
+    leave L2 last (tiles.index_keep_scores). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -233,10 +232,10 @@ def index_attention(
                          stride_index_k_cache, k_norm_eps, r, R, ID, ROPE, KS_I)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, q_b_ptr, q_b_s_ptr, qb_part_ptr, live_tasks(T_B, ok, S_Q_B, SKIP_MASK),
                          pid, H * QK, 0.0, 0.0, task_count_ptr, R, QL, KS_B, BN_B, STAGES, NPROG, False, SWAP_AB, S_Q_B,
-                         COUNT_TASKS, ROT=QROT)
+                         COUNT_TASKS)
     attn_half.gemv_stage(qlq_ptr, qls_ptr, wq_b_ptr, wq_b_s_ptr, iq_part_ptr, live_tasks(T_IQ, ok, S_Q_B, SKIP_MASK),
                          pid, IH * ID, 0.0, 0.0, task_count_ptr, R, QL, KS_IQ, BN_IQ, STAGES, NPROG, False, SWAP_AB,
-                         S_Q_B, COUNT_TASKS, T_B, ROT=QROT)
+                         S_Q_B, COUNT_TASKS, T_B)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_Q_B, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 

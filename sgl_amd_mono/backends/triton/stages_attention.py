@@ -59,15 +59,14 @@ def gemv_first_block(w_ptr, ws_ptr, pid, N, K: tl.constexpr, KS: tl.constexpr, B
 def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0, task_count_ptr, R: tl.constexpr,
                K: tl.constexpr, KS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, NPROG: tl.constexpr,
                PRELOAD: tl.constexpr, SWAP: tl.constexpr, S: tl.constexpr, COUNT_TASKS: tl.constexpr,
-               T0: tl.constexpr = 0, ROT: tl.constexpr = False):
+               T0: tl.constexpr = 0):
     """This program's tasks of a split-K block-FP8 GEMV stage: task t is column tile t // KS, k part
     t % KS; part[ks, r, n] (f32) = the k part's sum. xq/xs: [R, K] fp8 / [R, K/128] f32 quantized rows;
     w: [N, K] fp8, ws its block scales; part: [KS, R, N] f32. n_tasks is 0 for a skipped stage.
     PRELOAD: the first task starts from w0 / ws0 (`gemv_first_block`, loaded before the wait); the
     sum is the same: its first block's product, then the rest in order.
     T0: the stage's tasks before this GEMV's (another task group of the same stage): task t is the
-    stage's task T0 + t, run by program (T0 + t) % NPROG. ROT (tiles.qb_rotate): a task of column tile nt sums its
-    k blocks from its part's (nt mod its k blocks)-th on, wrapping (`tile_ops.fp8_gemv_part_from`).
+    stage's task T0 + t, run by program (T0 + t) % NPROG.
     (A flat pipelined loop over (task, k block) was timed on the H200 too: no faster here, and slower
     for the MoE stages, whose expert id feeds the weight address.)"""
     rows = tl.arange(0, 16)
@@ -97,7 +96,7 @@ def gemv_stage(xq_ptr, xs_ptr, w_ptr, ws_ptr, part_ptr, n_tasks, pid, N, w0, ws0
         nt = t // KS
         ks = t % KS
         acc = fp8_gemv_part(xq_ptr, xs_ptr, K, K // 128, w_ptr, K, ws_ptr, K // 128, nt * BN, N,
-                            ks * NKB, R, NKB, BN, STAGES, SWAP, ROT, nt)
+                            ks * NKB, R, NKB, BN, STAGES, SWAP)
         offs_n = nt * BN + tl.arange(0, BN)
         tl.store(part_ptr + (ks * R + rows[:, None]) * N + offs_n[None, :], acc,
                  mask=rmask[:, None] & (offs_n[None, :] < N))

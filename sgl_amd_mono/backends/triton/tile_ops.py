@@ -63,18 +63,17 @@ def quant_group(x):
 
 @triton.jit
 def fp8_gemv_part(xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
-                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr,
-                  ROT: tl.constexpr = False, rot=0):
+                  R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SWAP: tl.constexpr):
     """acc [16, BN] f32 = sum over k blocks kb0..kb0+NKB-1 (in order) of dot(xq, w^T) * xs * ws, for
     columns n0..n0+BN of a block-FP8 weight (one split-K part; the caller sums parts in a fixed order).
 
     xq: [R, K] fp8 at stride_x, xs: [R, K/128] f32 at stride_xs (quantized once by the producer);
     w: [N, K] fp8 at stride_wn ; ws: [ceil(N/128), K/128] f32 at stride_wsn. The k loop is software
     pipelined (STAGES buffers in flight). SWAP: each block's product is taken as w tile @ xq^T
-    (`_block_dot`). ROT: the k blocks in `fp8_gemv_part_from`'s rotated order instead.
+    (`_block_dot`).
     """
     return fp8_gemv_part_from(tl.zeros((16, BN), dtype=tl.float32), xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr,
-                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES, SWAP, ROT, rot)
+                              stride_wn, ws_ptr, stride_wsn, n0, N, kb0, R, NKB, BN, STAGES, SWAP)
 
 
 @triton.jit
@@ -113,37 +112,22 @@ def _block_dot(acc, x, xs, w_ptr, ws, offs_n, nmask, offs_k, SWAP: tl.constexpr)
 
 
 @triton.jit
-def _k_block(acc, kb, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, offs_n, nmask, rows,
-             rmask, R: tl.constexpr, SWAP: tl.constexpr):
-    """acc + k block kb's scaled product (`_block_dot`), its scales and activation tile loaded here."""
-    ws = tl.load(ws_ptr + (offs_n // 128) * stride_wsn + kb, mask=nmask, other=0.0)
-    xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
-    offs_k = kb * 128 + tl.arange(0, 128)
-    return _block_dot(acc, _x_tile(xq_ptr, stride_x, offs_k, R, SWAP), xs, w_ptr, ws, offs_n * stride_wn, nmask,
-                      offs_k, SWAP)
-
-
-@triton.jit
 def fp8_gemv_part_from(acc, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, n0, N, kb0,
                        R: tl.constexpr, NKB: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                       SWAP: tl.constexpr, ROT: tl.constexpr = False, rot=0):
-    """fp8_gemv_part's k loop added onto acc [16, BN] (a first block the caller multiplied itself). ROT: the k
-    blocks taken from kb0 + rot % NKB on, wrapping (kb0 + (i + rot) % NKB at step i), so that tasks given different
-    rot start on different k blocks of their weight rows (tiles.qb_rotate); the sum in that order."""
+                       SWAP: tl.constexpr):
+    """fp8_gemv_part's k loop added onto acc [16, BN] (a first block the caller multiplied itself)."""
     rows = tl.arange(0, 16)
     rmask = rows < R
     offs_n = n0 + tl.arange(0, BN)
     nmask = offs_n < N
     if SWAP:
         acc = tl.trans(acc)
-    if ROT:
-        for i in tl.range(0, NKB, num_stages=STAGES):
-            acc = _k_block(acc, kb0 + (i + rot) % NKB, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr,
-                           stride_wsn, offs_n, nmask, rows, rmask, R, SWAP)
-    else:
-        for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
-            acc = _k_block(acc, kb, xq_ptr, xs_ptr, stride_x, stride_xs, w_ptr, stride_wn, ws_ptr, stride_wsn, offs_n,
-                           nmask, rows, rmask, R, SWAP)
+    for kb in tl.range(kb0, kb0 + NKB, num_stages=STAGES):
+        ws = tl.load(ws_ptr + (offs_n // 128) * stride_wsn + kb, mask=nmask, other=0.0)
+        xs = tl.load(xs_ptr + rows * stride_xs + kb, mask=rmask, other=0.0, cache_modifier=".cg")
+        offs_k = kb * 128 + tl.arange(0, 128)
+        acc = _block_dot(acc, _x_tile(xq_ptr, stride_x, offs_k, R, SWAP), xs, w_ptr, ws, offs_n * stride_wn, nmask,
+                         offs_k, SWAP)
     if SWAP:
         acc = tl.trans(acc)
     return acc

@@ -257,18 +257,8 @@ class Tiles:
     # 227.4 -> 138.05 / 155.3 / 182.5 / 227.2 us, 128K 149.6 / 174.9 / 212.1 / 293.75 -> 149.0 / 173.25 / 212.7 /
     # 294.9; its check_layer (TP8 bf16 8K / 128K rows 1-8) and check_topk (8K / 128K) pass
     # (results/indexer21_h100_check_layer_last16.log). The stage removed (3.6 us of span at 8K 1 row in the H200
-    # traces) came back as at most 0.9 us (not traced: the device was gone before a trace could run).
-    # Built again another way, checked and timed, slower, reverted (commit ed69105: Tiles.index_ties 32): sel2 listing
-    # each slice's first 32 keys at its 16-bit prefix in order (a block-wide scan a step) and counting those above it,
-    # emit finding the last two digits from a [slices, 32] tile of those lists (two 256-bin histograms) and the earlier
-    # slices' counts from it, sel3 passed unless a slice had more (then run as before). The same bits under the
-    # interpreter, a spill case running sel3. H100, one process, TP8, a decode row a request, 8 rows, the defaults
-    # first and index_scan 0 (the defaults again) last (results/indexer40_h100_specs_ties_w8.log): 128K 280.5 / 280.3
-    # us -> 285.0, 8K 220.9 / 220.6 -> 224.5. Traced at 128K 8 rows (results/indexer40_h100_trace_ties.log, work us,
-    # against indexer38_h100_trace_indexer_keep1.log): sel2 2.8 -> 4.9, sel3 3.6 -> 1.5 (passed: the fit check's load
-    # and hist3's zeroing), emit 4.1 -> 7.7. Its checks, 0 failures, every control failing: check_layer TP8 bf16 8
-    # rows at 128K / 8K, check_topk at 128K, decode and chain shapes (random and recent keys 6-11 keys a slice at the
-    # prefix, sel3 passed; repeated and zero keys 1,164-8,192, sel3 ran: results/indexer40_h100_check_*_ties.log).
+    # traces) came back as at most 0.9 us (not traced: the device was gone before a trace could run). Built again
+    # another way, slower: Tiles.index_ties (tiles_index.py).
     # Also built, timed and checked, not taken, reverted (commits b2d3b2e, 27491f7: Tiles.swap_qb): the indexer's q_b
     # stage GEMVs (q_b and wq_b, 96 tasks of 128 KB) with swapped block products (an fp8 wgmma), 1 as swap_ab, 2 with
     # each 32-long k slice summed in f32 (max_num_imprecise_acc 32). The stage alone on an H100
@@ -335,10 +325,6 @@ class Tiles:
     index_pair: int = -1
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
-    # qb_rotate: the index kinds' q_b and wq_b tasks (a column tile each, every k block) start on their (tile mod k
-    # blocks)-th k block and wrap, so that the stage's tasks do not all read the same k block's columns of their weight
-    # rows at once; each sum in that order (not bit-equal to the k blocks in order). Off (not yet timed).
-    qb_rotate: bool = False
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.

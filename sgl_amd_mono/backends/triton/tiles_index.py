@@ -238,3 +238,24 @@ def index_by_width(t, width: int):
 # -> 17.9 us of span. H100, one process at 8 rows (results/indexer28_h100_specs_w8.log, index_ahead 1 the default then):
 # 8K 224.2 / 224.2 us -> 226.5 (1), 226.5 (1024), 225.1 (index_ahead 2) -> 226.1 (both); 128K 291.3 / 291.4 -> 290.3,
 # 291.2, 290.5 -> 289.0. Mixed (8K slower with 1024 though no list of 8K reaches it): off.
+# Tiles.index_last16's idea (tiles.py) built again another way, checked and timed, slower, reverted (commit ed69105:
+# Tiles.index_ties 32): sel2 listing each slice's first 32 keys at its 16-bit prefix in order (a block-wide scan a step)
+# and counting those above it, emit finding the last two digits from a [slices, 32] tile of those lists (two 256-bin
+# histograms) and the earlier slices' counts from it, sel3 passed unless a slice had more (then run as before). The same
+# bits under the interpreter, a spill case running sel3. H100, one process, TP8, a decode row a request, 8 rows, the
+# defaults first and index_scan 0 (the defaults again) last (results/indexer40_h100_specs_ties_w8.log): 128K 280.5 /
+# 280.3 us -> 285.0, 8K 220.9 / 220.6 -> 224.5. Traced at 128K 8 rows (results/indexer40_h100_trace_ties.log, work us,
+# against indexer38_h100_trace_indexer_keep1.log): sel2 2.8 -> 4.9, sel3 3.6 -> 1.5 (passed: the fit check's load and
+# hist3's zeroing), emit 4.1 -> 7.7. Its checks, 0 failures, every control failing: check_layer TP8 bf16 8 rows at 128K
+# / 8K, check_topk at 128K, decode and chain shapes (random and recent keys 6-11 keys a slice at the prefix, sel3
+# passed; repeated and zero keys 1,164-8,192, sel3 ran: results/indexer40_h100_check_*_ties.log).
+# Built, checked and timed, slower, reverted (commit 4dec480: Tiles.qb_rotate; beside KIND_TILES' notes in tiles.py):
+# each q_b / wq_b task summing its k blocks from the (column tile mod 16)-th on, wrapping, so that the stage's 96 tasks
+# do not all read the same k block of their weight rows at once (with one k part every task starts on block 0; qkv_a's 6
+# parts start on 6). The loop is not bound by its instructions (sm_90 AOT on a CPU: 145 SASS instructions a warp a
+# 64-column step, its loads cp.async two steps ahead; results/indexer41_gemv_loop_sass_cpu.txt). H100, one process, TP8,
+# a decode row a request, 8 rows, the defaults first and index_scan 0 (the defaults again) last
+# (results/indexer41_h100_specs_rot_w8.log): 128K 279.9 / 280.2 us -> 282.5, 8K 221.3 / 221.2 -> 222.3; q_b's span 12.5
+# us traced (results/indexer41_h100_trace_rot.log) against 12.0-12.3 in the defaults' traces. Its check_layer (TP8 bf16
+# 8 rows, 128K / 8K) and check_topk (decode, 128K): 0 failures, every control failing
+# (results/indexer41_h100_check_{layer,topk}_rot.log).
