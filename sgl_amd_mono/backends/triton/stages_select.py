@@ -1,5 +1,6 @@
 """The DSA indexer's exact top-k in Triton (`glm53/kinds/indexer.py` is the table; the scores are
-`stages_index.score`'s, in scratch as f32, a row's in position order).
+`stages_index.score`'s, in scratch as f32, a row's in position order): the stages sel1 .. sel3 here, the last stage,
+emit, in `stages_emit.py`.
 
 A row of L keys takes one of three paths, by L alone (every program reads the same lengths, so every program
 agrees):
