@@ -81,6 +81,11 @@ CASES = {
     "w3_index_keep_scores": (3, torch.bfloat16, "index_keep_scores=1"),
     # a 5th field: the step's shape (`registry.STEP_SHAPES`); decode: a row a request, the targets' timing shape
     "w3_decode": (3, torch.bfloat16, "", 300, "decode"),
+    # the select's row-scoped hand-offs (four digits, no pairs): over the slices' scores, and over sel1's lists with
+    # the floors, two slices a row
+    "w3_index_row_waits": (3, torch.bfloat16, "index_pair=0,index_compact=0,index_row_waits=1"),
+    "w3_index_row_waits_floor": (3, torch.bfloat16,
+                                 "index_pair=0,index_compact=1,index_floor=1,index_slices=8,index_row_waits=1"),
 }
 
 
@@ -195,6 +200,28 @@ def pairs_match(plan, kind: str, lengths: torch.Tensor, plant: bool = False) -> 
     return bool(torch.equal(got, want))
 
 
+def row_words(plan) -> dict:
+    """Each row-scoped hand-off's words (`glm53/kinds/indexer.row_words`) against epoch x its parts: {name: [words
+    off]} (every word of every row must hold every launch's arrivals, its stage run or passed)."""
+    out = {}
+    for st in plan.table.stages:
+        for c in st.counts:
+            if c.name.endswith("_rows"):
+                at, n = plan.sync.layout.counts[c.name]
+                want = plan.sync.epoch * c.parts(plan.dims)
+                out[c.name] = [i for i, v in enumerate(plan.sync.sync[at: at + n].tolist()) if v != want]
+    return out
+
+
+def planted_row_word_caught(plan) -> bool:
+    """`row_words`' own control: the last row's sel2 word one arrival short must show."""
+    at, n = plan.sync.layout.counts["sel2_rows"]
+    plan.sync.sync[at + n - 1] -= 1
+    caught = row_words(plan)["sel2_rows"] == [n - 1]
+    plan.sync.sync[at + n - 1] += 1
+    return caught
+
+
 def combined_control(kc, geo, weights):
     """Every planted control of the kind at once (each perturbs its own tensor): every bound must fail."""
     w = weights
@@ -223,7 +250,8 @@ def special(kind: str, case: str) -> None:
     error word must name the stage and the row. alternate (indexer kinds): three launches on one plan, of rows
     the sliced select takes, of rows all listed by one task (the sliced select's last three stages skipped), and
     of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
-    for the next launch). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
+    for the next launch; with INTERP_TILES' row waits, every row word in step after the passed stages). deadline's
+    stage: INTERP_SKIP_STAGE (default attn). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
     by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
     process; the launch must give the same bits (outputs and caches) as on the plain tensors. bad_token (the
@@ -234,14 +262,15 @@ def special(kind: str, case: str) -> None:
     weights, step = kc.inputs(geo, tp=1, width=width, context=300, kv_dtype=torch.bfloat16, seed=3, device="cpu")
     opts = dataclasses.replace(kc.options(300), placement="sequential")
     if case in ("deadline", "fault"):
-        opts = LaunchOptions(placement="sequential", deadline_s=1e-3, skip_arrive=kinds.get(kind).table.stage_id("attn"),
-                             on_error="drain" if case == "deadline" else "fault")
+        skip_at = kinds.get(kind).table.stage_id(os.environ.get("INTERP_SKIP_STAGE", "attn"))
+        opts = dataclasses.replace(kc.options(300), placement="sequential", deadline_s=1e-3, skip_arrive=skip_at,
+                                   on_error="drain" if case == "deadline" else "fault")
     if case == "ties":  # a zero gate: every score 0.5; expert 11 alone gets a bias, the rest tie for 2nd
         weights[1].gate.zero_()
         weights[1].bias.zero_()
         weights[1].bias[11] = 1.0
     plan = kinds.plan(kind, geo, tp=1, width=width, kv_dtype=torch.bfloat16, device="cpu", options=opts,
-                      tiles=tiles_of(""))
+                      tiles=tiles_of(os.environ.get("INTERP_TILES", "")))
     layer = plan.bind(kc.tensors(weights), launch_id=3)
     res = {}
     if case == "wrap":
@@ -296,6 +325,8 @@ def special(kind: str, case: str) -> None:
             plan.check_error()
             res["values"].append(kc.compare(geo, out, caches, ref, caches_ref, st, plan, weights))
         res["lengths"] = [step.lengths.tolist(), short.lengths.tolist(), other.lengths.tolist()]
+        if plan.tiles.index_row_waits:
+            res["row_words"], res["row_words_planted_caught"] = row_words(plan), planted_row_word_caught(plan)
         res["ls"] = kinds.get(kind).constexprs(plan.dims)["LS"]  # the longest row one task lists
         print(json.dumps(res))
         return
@@ -384,6 +415,8 @@ def main(kind: str, case: str) -> None:
                                             for n, c0 in kc.caches(step).items())
     res["cache_rows_differ"] = sum(len(registry.changed_slots(n, caches_ref[n], caches[n])) for n in caches)
     res["epoch"] = plan.sync.epoch
+    if plan.tiles.index_row_waits:
+        res["row_words"], res["row_words_planted_caught"] = row_words(plan), planted_row_word_caught(plan)
     # the planted control, bound to the same plan: a second launch on the same buffers and sync words
     bad = plan.bind(kc.tensors(combined_control(kc, geo, weights)), launch_id=1)
     caches2 = {n: c.clone() for n, c in kc.caches(step).items()}

@@ -21,8 +21,8 @@ import registry  # noqa: E402
 CASES = ["w1", "w2", "w3", "w4fp8", "w2_options", "w2_gfx950"]
 
 
-def _run(kind, case):
-    env = dict(os.environ, TRITON_INTERPRET="1")
+def _run(kind, case, **env_extra):
+    env = dict(os.environ, TRITON_INTERPRET="1", **env_extra)
     r = subprocess.run([sys.executable, os.path.join(HERE, "_interp_main.py"), kind, case], env=env,
                        capture_output=True, text=True, timeout=600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -95,10 +95,10 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
     "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair_off", "w3_index_pair_scan", "w3_index_pair_floor",
-    "w3long_index_pair", "w3_index_keep_scores")] + [
+    "w3long_index_pair", "w3_index_keep_scores", "w3_index_row_waits", "w3_index_row_waits_floor")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
                            "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair_off",
-                           "w3_index_keep_scores")])
+                           "w3_index_keep_scores", "w3_index_row_waits")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -128,8 +128,11 @@ def test_index_atomics_change_no_bit(kind, case):
     (index_pair, sel2 passed), over sel1's lists, over the slices' scores, with the floors: the same digits and list,
     the same bits, and the pair histogram torch's count over the launch's own keys after a launch on a parity an
     earlier one used (so its zeroing too; one count planted off by one fails). The scores stored to leave L2 last
-    (index_keep_scores: a cache policy, none here): the same bits. In every case the launch's digit-0 histogram
-    equals torch's count over its own scores (and one count planted off by one fails)."""
+    (index_keep_scores: a cache policy, none here): the same bits. The select's row-scoped hand-offs
+    (index_row_waits: each task of sel2, sel3, emit and attn waits for its own row's tasks of the stage before), over
+    the slices' scores and over sel1's lists with the floors: the same bits, and every row word holds the launch's
+    arrivals (one planted a word short fails). In every case the launch's digit-0 histogram equals torch's count
+    over its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
     assert r.returncode == 0 and res is not None, r.stderr[-3000:]
@@ -147,6 +150,9 @@ def test_index_atomics_change_no_bit(kind, case):
     if "pair" in case:  # index_pair on (off in w3_index_pair_off: sel2 scans, no pairs counted)
         assert ("pairs_ok" in res) == (not case.endswith("_off")), sorted(res)
         assert (res["task_counts"]["sel2"] == 0) == ("pairs_ok" in res), res["task_counts"]  # sel2 passed or scanning
+    if "row_waits" in case:
+        assert res["row_words"] == {n: [] for n in ("sel1_rows", "sel2_rows", "sel3_rows", "emit_rows")}, res
+        assert res["row_words_planted_caught"] is True
     _pairs_checked(res)
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
     assert (res["hist0_ok"], res["hist0_planted_caught"]) == (True, True)
@@ -246,6 +252,27 @@ def test_skipped_select_stages_keep_the_next_launch_exact():
     assert min(res["lengths"][0] + res["lengths"][2]) > ls >= max(res["lengths"][1]), res["lengths"]
     for vals in res["values"]:
         assert vals["indexer.topk.max_abs"] == 0 and vals["indexer.topk.missed"] == 0, vals
+
+
+def test_row_waits_keep_every_word_in_step():
+    """The select's row-scoped hand-offs (tiles index_row_waits) over the same three launches as
+    test_skipped_select_stages_keep_the_next_launch_exact: the all-listed launch passes sel2, sel3 and emit and
+    still makes their row words' arrivals (`sync.pass_rows`), so the third launch's row waits find their targets;
+    every list the rule's, every word at its launches' arrivals (one planted a word short fails)."""
+    r, res = _run("indexer", "alternate", INTERP_TILES="index_pair=0,index_row_waits=1")
+    assert r.returncode == 0 and res is not None, r.stderr[-3000:]
+    for vals in res["values"]:
+        assert vals["indexer.topk.max_abs"] == 0 and vals["indexer.topk.missed"] == 0, vals
+    assert res["row_words"] == {n: [] for n in ("sel1_rows", "sel2_rows", "sel3_rows", "emit_rows")}, res
+    assert res["row_words_planted_caught"] is True
+
+
+def test_row_waits_report_a_missed_row_arrival():
+    """A planted missing arrival at sel2 (its tasks' row arrivals too) with the row-scoped hand-offs: sel3's row
+    wait misses its deadline and the error word names both stages."""
+    r, _ = _run("indexer", "deadline", INTERP_TILES="index_pair=0,index_row_waits=1", INTERP_SKIP_STAGE="sel2")
+    assert r.returncode != 0
+    assert "in stage sel3 missed its deadline waiting on stage sel2" in r.stderr, r.stderr[-2000:]
 
 
 def test_nan_row_routes_in_range():

@@ -15,7 +15,7 @@ from sgl_amd_mono.glm53.kinds.dims import LayerDims, layer_dims
 
 _FRONT = ("R", "D", "QL", "KVL", "ROPE", "NOPE", "VH", "H", "KTOP", "NSPLIT", "IH", "ID", "PMAX", "NSL", "IBLK",
           "ISCAN", "ISHORT", "LS", "ISWAP", "IPIPE", "IATOM", "IHC", "IAHEAD", "ISATOM", "IHC1", "IW0", "IW1",
-          "ICOMPACT", "IPCH", "IEK", "IPACK", "IRELIST", "IFLOOR", "IPAIR", "IKEEP", "IQG",
+          "ICOMPACT", "IPCH", "IEK", "IPACK", "IRELIST", "IFLOOR", "IPAIR", "IKEEP", "IROWS", "IQG",
           "KS_I", "KS_W", "BN_IQ", "KS_IQ", "BN_A", "KS_A", "BN_B", "KS_B", "BN_O", "KS_O", "ATT_BLK", "NORM_GP", "WUV_SH",
           "STAGES", "SWAP_AB")
 
@@ -54,7 +54,7 @@ def dense_layer_kernel(
         ISWAP: tl.constexpr, IPIPE: tl.constexpr, IATOM: tl.constexpr, IHC: tl.constexpr,
         IAHEAD: tl.constexpr, ISATOM: tl.constexpr, IHC1: tl.constexpr, IW0: tl.constexpr, IW1: tl.constexpr,
         ICOMPACT: tl.constexpr, IPCH: tl.constexpr, IEK: tl.constexpr, IPACK: tl.constexpr, IRELIST: tl.constexpr,
-        IFLOOR: tl.constexpr, IPAIR: tl.constexpr, IKEEP: tl.constexpr,
+        IFLOOR: tl.constexpr, IPAIR: tl.constexpr, IKEEP: tl.constexpr, IROWS: tl.constexpr,
         IQG: tl.constexpr, KS_I: tl.constexpr,
         KS_W: tl.constexpr, BN_IQ: tl.constexpr,
         KS_IQ: tl.constexpr,
@@ -63,7 +63,8 @@ def dense_layer_kernel(
         SWAP_AB: tl.constexpr, DI: tl.constexpr, BN_MU: tl.constexpr, KS_MU: tl.constexpr, BN_MD: tl.constexpr,
         KS_MD: tl.constexpr, SWAP_MLP: tl.constexpr, TOKENS: tl.constexpr, V: tl.constexpr, BX: tl.constexpr,
         NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
-        TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr,
+        TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr, C_SEL1_ROWS: tl.constexpr, C_SEL2_ROWS: tl.constexpr, C_SEL3_ROWS: tl.constexpr,
+        C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr,
         C_MD_CNT: tl.constexpr, N_STAGES: tl.constexpr, S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr,
         S_LATENT: tl.constexpr, S_Q_B: tl.constexpr, S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr,
         S_SEL1: tl.constexpr, S_SEL2: tl.constexpr, S_SEL3: tl.constexpr, S_EMIT: tl.constexpr, S_ATTN: tl.constexpr,
@@ -102,7 +103,9 @@ def dense_layer_kernel(
         input_ids_ptr, V, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, emb_ptr, S_EMBED, T_EMBED,
         S_EMBED_SUM, T_EMBED_SUM, X_EMB_X,
         XW_EMB_X, IPCH=IPCH, IEK=IEK, IPACK=IPACK, IRELIST=IRELIST, IFLOOR=IFLOOR,
-        hist_pair_ptr=hist_pair_ptr, IPAIR=IPAIR, IKEEP=IKEEP)
+        hist_pair_ptr=hist_pair_ptr, IPAIR=IPAIR, IKEEP=IKEEP,
+        IROWS=IROWS, sel1_rows_ptr=sync_ptr + C_SEL1_ROWS, sel2_rows_ptr=sync_ptr + C_SEL2_ROWS,
+        sel3_rows_ptr=sync_ptr + C_SEL3_ROWS, emit_rows_ptr=sync_ptr + C_EMIT_ROWS)
     ok = dense_mlp(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xs2_ptr, gate_up_ptr, gate_up_s_ptr, mu_part_ptr,
                    mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, sync_ptr + C_MD_CNT, eps,
                    sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,

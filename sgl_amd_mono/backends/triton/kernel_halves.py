@@ -19,7 +19,7 @@ from sgl_amd_mono.backends.triton import stages_moe as moe_half
 from sgl_amd_mono.backends.triton import stages_select as select
 from sgl_amd_mono.backends.triton import stages_select_row as select_row
 from sgl_amd_mono.backends.triton.exchange import peer_bound, sum_stage
-from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_stages
+from sgl_amd_mono.backends.triton.sync import count_task, hand_off, live_tasks, pass_rows, pass_stages
 
 
 @triton.jit
@@ -35,13 +35,16 @@ def mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_
                   S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr, T_ATTN: tl.constexpr,
                   T_W_UV: tl.constexpr, T_O_PROJ: tl.constexpr, TP: tl.constexpr = 1, peers_ptr=None, rank=0,
                   S_O_SUM: tl.constexpr = 0, T_O_SUM: tl.constexpr = 0, X_O_X: tl.constexpr = 0,
-                  XW_O_X: tl.constexpr = 0, BX: tl.constexpr = 0):
+                  XW_O_X: tl.constexpr = 0, BX: tl.constexpr = 0, ROWS: tl.constexpr = False, rowwise=0,
+                  emit_rows_ptr=None, EMIT_PARTS: tl.constexpr = 0, S_EMIT: tl.constexpr = 0):
     """attn (over each row's top-k slots at topk_ptr), w_uv, o_proj (TP > 1: then o_sum), each followed by its
-    hand-off. Returns ok."""
+    hand-off. ROWS with rowwise: attn's tasks wait for their row's emit tasks (EMIT_PARTS arrivals at the row's word
+    at emit_rows_ptr, `stages_attention.attn`): the indexer kinds' row-scoped hand-offs. Returns ok."""
     HV: tl.constexpr = H * VH
-    attn_half.attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, softmax_scale,
-                   pid, ok, task_count_ptr, S_ATTN, T_ATTN, H, KVL, ROPE, KTOP, NSPLIT, ATT_BLK, NPROG, SKIP_MASK,
-                   COUNT_TASKS)
+    ok = attn_half.attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, softmax_scale,
+                        pid, ok, task_count_ptr, S_ATTN, T_ATTN, H, KVL, ROPE, KTOP, NSPLIT, ATT_BLK, NPROG, SKIP_MASK,
+                        COUNT_TASKS, ROWS, rowwise, emit_rows_ptr, EMIT_PARTS, S_EMIT, epoch, err_ptr, launch_id,
+                        bound, TIMER)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ATTN, epoch, ok, pid, launch_id, bound, NPROG, N_STAGES, TIMER,
                   SKIP_ARRIVE, TRACE)
 
@@ -155,7 +158,8 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False):
+        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, IROWS: tl.constexpr = False, sel1_rows_ptr=None,
+        sel2_rows_ptr=None, sel3_rows_ptr=None, emit_rows_ptr=None):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -167,7 +171,9 @@ def index_attention(
     0: none); IFLOOR: sel1 lists and counts only the keys at or above each decode row's floor from its score tasks
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
     sel3 finds both (stage sel2 passed: tiles.index_pair); IKEEP: the score stage's stores of the scores marked to
-    leave L2 last (tiles.index_keep_scores). Returns ok."""
+    leave L2 last (tiles.index_keep_scores); IROWS: the select's row-scoped hand-offs (tiles.index_row_waits, with four
+    digits and no pairs) at the row words sel1_rows_ptr .. emit_rows_ptr (`glm53/kinds/indexer.row_words`). Returns
+    ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -259,20 +265,32 @@ def index_attention(
                 ISWAP, IPIPE, IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IPCH, IFLOOR, IKEEP)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+    # the select's row-scoped hand-offs (IROWS): in a launch whose sliced select runs, each task of sel2, sel3, emit
+    # and attn waits for its own row's tasks of the stage before at that row's word (`sync.wait_row`; a word takes the
+    # row's NSL (row, slice) tasks of its stage and, sel1's and sel3's, the row task: `row_words`), and the stages'
+    # global hand-offs from sel1 to emit are passed (`sync.hand_off`'s needs: attn's covers them). Every row word takes
+    # its arrivals every launch, the select run or passed.
+    ROWS: tl.constexpr = IROWS and IW0 + IW1 == 16 and not IPAIR
+    ROWS_ON: tl.constexpr = 1 if ROWS else 0
+    SEL1_PARTS: tl.constexpr = NSL + 1 if ROWS else 0  # sel1's (row, slice) tasks and its row task (`listed_rows`)
+    SEL2_PARTS: tl.constexpr = NSL if ROWS else 0
+    SEL3_PARTS: tl.constexpr = NSL + 1 if ROWS else 0  # and the -1 fill
+    rowwise = select.any_sliced_row(lens, LS).to(tl.int32) * ROWS_ON
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
     # index_compact (ICOMPACT: the listing's keys a tile row): sel1 lists each slice's keys at or above digit 0,
     # and the later stages scan the lists
     if IPAIR:  # the pairs' other parity, for the next launch
         select.zero_pairs(hist_pair_ptr, epoch & 1, pid, R, NPROG)
-    select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch, pid,
-                        ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                        SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                        1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK, floor_ptr=floor_ptr, FLOOR=IFLOOR,
-                        pair_ptr=hist_pair_ptr, PAIR=1 if IPAIR else 0)
+    ok = select.select_digit(scores_ptr, lens, hist0_ptr, hist1_ptr, kept1_ptr, kept1_ptr, cnt_ptr, topk_ptr, epoch,
+                             pid, ok, task_count_ptr, S_SEL1, IW0, IW1, IW0, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
+                             SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
+                             1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK, floor_ptr=floor_ptr, FLOOR=IFLOOR,
+                             pair_ptr=hist_pair_ptr, PAIR=1 if IPAIR else 0, ROWS=ROWS, rows_ptr=sel1_rows_ptr,
+                             SKIP_ARRIVE=SKIP_ARRIVE)
     select_row.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX,
-                           ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS)
+                           ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS, ROWS, sel1_rows_ptr, SKIP_ARRIVE)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=rowwise == 0)
     # the sliced select's last three stages, only when a row takes it: every program holds the same lengths, so
     # all take the same branch; otherwise each arrives at them without waiting (its counters stay in step)
     if select.any_sliced_row(lens, LS):
@@ -283,34 +301,44 @@ def index_attention(
                                 SKIP_MASK, COUNT_TASKS, IHC1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
                                 2 if ICOMPACT > 0 else 0, PACKED=IPACK, pair_ptr=hist_pair_ptr, PAIR=2)
         elif IW0 + IW1 == 16:  # four digits: the third in sel2, then the last
-            select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr, epoch,
-                                pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                                SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
-                                RL=max(IRELIST, 1))
+            ok = select.select_digit(scores_ptr, lens, hist1_ptr, hist2_ptr, kept1_ptr, kept2_ptr, cnt_ptr, topk_ptr,
+                                     epoch, pid, ok, task_count_ptr, S_SEL2, 16, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN,
+                                     LS, NPROG, SKIP_MASK, COUNT_TASKS, IHC1, 1, ISATOM, cand_pos_ptr, cand_key_ptr,
+                                     ncand_ptr, (3 if IRELIST else 2) if ICOMPACT > 0 else 0, ICOMPACT, PACKED=IPACK,
+                                     RL=max(IRELIST, 1), ROWS=ROWS, rows_ptr=sel2_rows_ptr, wait_rows_ptr=sel1_rows_ptr,
+                                     WAIT_PARTS=SEL1_PARTS, S_WAIT=S_SEL1, err_ptr=err_ptr, launch_id=launch_id,
+                                     bound=bound, TIMER=TIMER, SKIP_ARRIVE=SKIP_ARRIVE)
             ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL2, epoch, ok, pid, launch_id, bound,
-                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-            select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
-                                pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS, NPROG,
-                                SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr, ncand_ptr,
-                                2 if ICOMPACT > 0 else 0, PACKED=IPACK)
+                          NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=rowwise == 0)
+            ok = select.select_digit(scores_ptr, lens, hist2_ptr, hist3_ptr, kept2_ptr, kept3_ptr, cnt_ptr, topk_ptr,
+                                     epoch, pid, ok, task_count_ptr, S_SEL3, 24, 8, 8, R, KTOP, PMAX, NSL, IBLK, ISCAN,
+                                     LS, NPROG, SKIP_MASK, COUNT_TASKS, 1, 1, False, cand_pos_ptr, cand_key_ptr,
+                                     ncand_ptr, 2 if ICOMPACT > 0 else 0, PACKED=IPACK, ROWS=ROWS,
+                                     rows_ptr=sel3_rows_ptr, wait_rows_ptr=sel2_rows_ptr, WAIT_PARTS=SEL2_PARTS,
+                                     S_WAIT=S_SEL2, err_ptr=err_ptr, launch_id=launch_id, bound=bound, TIMER=TIMER,
+                                     SKIP_ARRIVE=SKIP_ARRIVE)
         else:  # three: sel2 passed (no scan, no wait), the last digit under digit 1's 24-bit prefix
             pass_stages(sync_ptr, trace_ptr, S_SEL2, S_SEL2, pid, N_STAGES, SKIP_ARRIVE, TRACE)
             select.select_digit(scores_ptr, lens, hist1_ptr, hist3_ptr, kept1_ptr, kept3_ptr, cnt_ptr, topk_ptr, epoch,
                                 pid, ok, task_count_ptr, S_SEL3, IW0 + IW1, 8, IW1, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
                                 NPROG, SKIP_MASK, COUNT_TASKS, IHC1, PACKED=IPACK)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL3, epoch, ok, pid, launch_id, bound,
-                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
-        stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
-                         launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
-                         NPROG, SKIP_MASK, COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK,
-                         IPACK)
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=rowwise == 0)
+        ok = stages_emit.emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_ptr, err_ptr,
+                              launch_id, epoch, pid, ok, task_count_ptr, S_EMIT, R, KTOP, PMAX, NSL, IBLK, ISCAN, LS,
+                              NPROG, SKIP_MASK, COUNT_TASKS, cand_pos_ptr, cand_key_ptr, ncand_ptr, ICOMPACT > 0, IEK,
+                              IPACK, ROWS, emit_rows_ptr, sel3_rows_ptr, SEL3_PARTS, S_SEL3, bound, TIMER,
+                              SKIP_ARRIVE)
         ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_EMIT, epoch, ok, pid, launch_id, bound,
-                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
+                      NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=rowwise == 0)
     else:
         index.zero_other_parity(hist2_ptr, epoch & 1, pid, R, NPROG)  # for the next launch, as the stages would
         index.zero_other_parity(hist3_ptr, epoch & 1, pid, R, NPROG)
         pass_stages(sync_ptr, trace_ptr, S_SEL2, S_EMIT, pid, N_STAGES, SKIP_ARRIVE, TRACE)
+        if ROWS:  # the passed stages' row words take their arrivals too
+            pass_rows(sel2_rows_ptr, pid, R, SEL2_PARTS, S_SEL2, NPROG, SKIP_ARRIVE)
+            pass_rows(sel3_rows_ptr, pid, R, SEL3_PARTS, S_SEL3, NPROG, SKIP_ARRIVE)
+            pass_rows(emit_rows_ptr, pid, R, NSL, S_EMIT, NPROG, SKIP_ARRIVE)
 
     ok = mla_attention(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_ptr, pm_ptr, pl_ptr, pacc_ptr, w_vc_ptr,
                        stride_w_vc_0, stride_w_vc_1, stride_w_vc_2, vpart_ptr, vq_ptr, vs_ptr, o_proj_ptr, o_proj_s_ptr,
@@ -318,7 +346,8 @@ def index_attention(
                        softmax_scale, sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,
                        R, D, KVL, ROPE, VH, H, KTOP, NSPLIT, ATT_BLK, WUV_SH, BN_O, KS_O, STAGES, SWAP_AB, NPROG,
                        N_STAGES, TIMER, SKIP_ARRIVE, SKIP_MASK, TRACE, COUNT_TASKS, S_ATTN, S_W_UV, S_O_PROJ, T_ATTN,
-                       T_W_UV, T_O_PROJ, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX)
+                       T_W_UV, T_O_PROJ, TP, peers_ptr, rank, S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, ROWS, rowwise,
+                       emit_rows_ptr, NSL, S_EMIT)
     return ok
 
 

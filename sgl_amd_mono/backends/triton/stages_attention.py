@@ -11,7 +11,8 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.exchange import push_slot
-from sgl_amd_mono.backends.triton.sync import INPUT_TOKEN, count_task, last_to_land, live_tasks, report_input
+from sgl_amd_mono.backends.triton.sync import (INPUT_TOKEN, count_task, last_to_land, live_tasks, report_input,
+                                              wait_row)
 from sgl_amd_mono.backends.triton.tile_ops import (dot_bf16, fp8_gemv_part, fp8_gemv_part_from, norm_quant_row,
                                                    quant_group, quant_row, sum_parts, to_bf16, to_fp8)
 
@@ -246,9 +247,14 @@ def absorb(qb_part_ptr, cos_sin_ptr, w_kc_ptr, stride_w_kc_0, stride_w_kc_1, str
 def attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr, pacc_ptr, softmax_scale, pid, ok,
          task_count_ptr, S: tl.constexpr, T: tl.constexpr, H: tl.constexpr, KVL: tl.constexpr, ROPE: tl.constexpr,
          KTOP: tl.constexpr, NSPLIT: tl.constexpr, ATT_BLK: tl.constexpr, NPROG: tl.constexpr,
-         SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+         SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, ROWS: tl.constexpr = False, rowwise=0, rows_ptr=None,
+         WAIT_PARTS: tl.constexpr = 0, S_WAIT: tl.constexpr = 0, epoch=0, err_ptr=None, launch_id=0, bound=0,
+         TIMER: tl.constexpr = False):
     """Task (r, head group, split): sparse-MLA partials (m, l, acc) of 16 heads of row r over the split's
-    share of the row's top-k slots; the heads share each gathered KV block."""
+    share of the row's top-k slots; the heads share each gathered KV block. ROWS with rowwise (the indexer kinds'
+    row-scoped hand-offs, tiles.index_row_waits, in a launch whose select ran): a task first waits until its row's
+    word at rows_ptr holds WAIT_PARTS arrivals of stage S_WAIT (`sync.wait_row`: emit's tasks of the row, which put
+    its list); after a failed wait it reads no slot. Returns ok."""
     KVD: tl.constexpr = KVL + ROPE
     HG: tl.constexpr = (H + 15) // 16
     SPLIT: tl.constexpr = KTOP // NSPLIT
@@ -257,6 +263,9 @@ def attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr
         r = t // (HG * NSPLIT)
         hg = (t // NSPLIT) % HG
         sp = t % NSPLIT
+        if ROWS:
+            if rowwise != 0:
+                ok = wait_row(rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
         heads = hg * 16 + tl.arange(0, 16)
         hmask = heads < H
         dl = tl.arange(0, KVL)
@@ -270,7 +279,10 @@ def attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr
         for b in range(SPLIT // ATT_BLK):
             j = sp * SPLIT + b * ATT_BLK + tl.arange(0, ATT_BLK)
             slot = tl.load(topk_slots_ptr + r * KTOP + j)
-            valid = slot >= 0
+            if ROWS:  # after a failed wait the row's list may be unwritten: no slot read
+                valid = (slot >= 0) & (ok != 0)
+            else:
+                valid = slot >= 0
             kb = kv_cache_ptr + tl.maximum(slot, 0).to(tl.int64)[:, None] * stride_kv_cache
             k_n = tl.load(kb + dl[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg").to(tl.bfloat16)
             k_r = tl.load(kb + KVL + dr[None, :], mask=valid[:, None], other=0.0, cache_modifier=".cg").to(tl.bfloat16)
@@ -289,6 +301,7 @@ def attn(qcat_ptr, kv_cache_ptr, stride_kv_cache, topk_slots_ptr, pm_ptr, pl_ptr
         tl.store(pm_ptr + pbase, m, mask=hmask)
         tl.store(pl_ptr + pbase, l, mask=hmask)
         tl.store(pacc_ptr + pbase[:, None] * KVL + dl[None, :], acc, mask=hmask[:, None])
+    return ok
 
 
 @triton.jit

@@ -7,7 +7,7 @@ import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, slice_of
 from sgl_amd_mono.backends.triton.stages_select import EMIT_ROWS, chunk_offsets, found_prefix, key_of, load_step
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_invariant
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_invariant, wait_row
 
 
 @triton.jit
@@ -28,7 +28,10 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
          launch_id, epoch, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr, KTOP: tl.constexpr,
          PMAX: tl.constexpr, NSL: tl.constexpr, IBLK: tl.constexpr, ISCAN: tl.constexpr, LS: tl.constexpr,
          NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, cand_pos_ptr=None, cand_key_ptr=None,
-         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False):
+         ncand_ptr=None, LIST: tl.constexpr = False, EK: tl.constexpr = 0, PACKED: tl.constexpr = False,
+         ROWS: tl.constexpr = False, rows_ptr=None, wait_rows_ptr=None, WAIT_PARTS: tl.constexpr = 0,
+         S_WAIT: tl.constexpr = 0, bound=0,
+         TIMER: tl.constexpr = False, SKIP_ARRIVE: tl.constexpr = -1):
     """Task (row r, slice s) of the rows past LS keys: row r's list entries from the slice, as physical slots
     page_table[r, t // 64] * 64 + t % 64: its keys above the threshold at entries [above before the slice + rank
     in the slice), then its keys at the threshold at [KTOP - need + equal before + rank), the first `need` of
@@ -38,15 +41,28 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (ERR_INVARIANT: this stage, the row, the entry, KTOP). LIST (tiles.index_compact): the scan reads the slice's
     list that sel1 left (its keys at or above a prefix of the threshold, in position order: `select_digit`), not
     its scores. EK > 0 (tiles.index_emit_k): the slice in chunks of EMIT_ROWS x EK keys (`emit_chunks`), not
-    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts)."""
+    ISCAN-key steps. PACKED: `slice_counts`' (tiles.index_packed_counts). ROWS (tiles.index_row_waits): every task
+    index, each launch, first waits until its row's word at wait_rows_ptr holds WAIT_PARTS arrivals of stage S_WAIT
+    (`sync.wait_row`: sel3's tasks of the row) and after its work arrives at the row's word at rows_ptr, which the
+    row's attention tasks wait on. Returns ok."""
     parity = epoch & 1
-    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
+    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
+        n_tasks = R * NSL * ok
+    else:
+        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
+        if ROWS:
+            ok = wait_row(wait_rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
-        if (rlen > LS) & (s0 < s1):
+        if ROWS:  # a failed wait or an emptied stage: the task only arrives
+            go = (rlen > LS) & (s0 < s1) & (ok * LIVE != 0)
+        else:
+            go = (rlen > LS) & (s0 < s1)
+        if go:
             count_task(task_count_ptr, S, COUNT_TASKS)
             if EK > 0:
                 n_above0, n_above, n_at0, n_at, need = emit_chunks(
@@ -61,6 +77,9 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
             worst = dropped_entry(n_above0, n_above, n_at0, n_at, need, KTOP)
             if worst > 0:  # counts and threshold disagree: the entries past the row's list were not written
                 report_invariant(err_ptr, launch_id, S, pid, r, worst - 1, KTOP)
+        if ROWS:
+            arrive_row(rows_ptr, r, S, SKIP_ARRIVE)
+    return ok
 
 
 @triton.jit

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, wait_row
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_PAIR_BINS
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
@@ -147,7 +147,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  COUNT_TASKS: tl.constexpr, HCP: tl.constexpr = 1, HCO: tl.constexpr = 1, SATOM: tl.constexpr = False,
                  cand_pos_ptr=None, cand_key_ptr=None, ncand_ptr=None, LIST: tl.constexpr = 0, LK: tl.constexpr = 0,
                  PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
-                 pair_ptr=None, PAIR: tl.constexpr = 0):
+                 pair_ptr=None, PAIR: tl.constexpr = 0, ROWS: tl.constexpr = False, rows_ptr=None,
+                 wait_rows_ptr=None, WAIT_PARTS: tl.constexpr = 0, S_WAIT: tl.constexpr = 0, err_ptr=None,
+                 launch_id=0, bound=0, TIMER: tl.constexpr = False, SKIP_ARRIVE: tl.constexpr = -1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -172,6 +174,10 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     pair_ptr[epoch % 2] (the other parity zeroed in the same stage: `zero_pairs`); 2 (sel3, stage sel2 passed),
     the digits 1 and 2 both found here (`found_prefix` PAIR) from hist_prev (digit 1's) and that histogram: the
     same digits.
+    ROWS (tiles.index_row_waits): row-scoped hand-offs. Each task index, of every row and launch (the stage emptied
+    by SKIP_MASK or not), arrives at its row's word at rows_ptr after its work (`sync.arrive_row`; the LAST stage's
+    -1 fill tasks too), and with WAIT_PARTS > 0 first waits until its row's word at wait_rows_ptr holds that many
+    arrivals of stage S_WAIT this launch (`sync.wait_row`; err_ptr, launch_id, bound, TIMER: the wait's). Returns ok.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -180,13 +186,23 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
     ATOMS: tl.constexpr = SATOM and not LAST
-    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
+    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
+        n_tasks = R * NSL * ok
+    else:
+        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
+        if WAIT_PARTS > 0:
+            ok = wait_row(wait_rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen > LS:
+        if ROWS:  # a failed wait or an emptied stage: the task only arrives
+            go = (rlen > LS) & (ok * LIVE != 0)
+        else:
+            go = rlen > LS
+        if go:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(rlen, t % NSL, NSL, IBLK)
             src = cand_key_ptr + r * SCOL if LIST >= 2 else scores_ptr + r * SCOL  # the slice's list (sel1's)
@@ -252,13 +268,23 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             if LAST:
                 tl.store(cnt_ptr + t * (BINS + 1) + bins, tl.cumsum(h, axis=0, reverse=True) + above)
                 tl.store(cnt_ptr + t * (BINS + 1) + BINS, above)
+        if ROWS:
+            arrive_row(rows_ptr, r, S, SKIP_ARRIVE)
     if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-        for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # never pipelined
-            if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
-                count_task(task_count_ptr, S, COUNT_TASKS)
-                for k0 in range(0, KTOP, KB):
-                    tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+        if ROWS:
+            n_fill = R * ok
+        else:
+            n_fill = live_tasks(R, ok, S, SKIP_MASK)
+        for r in tl.range(NPROG - 1 - pid, n_fill, NPROG, num_stages=1):  # never pipelined
+            if LIVE:  # (ROWS: an emptied stage's tasks only arrive)
+                if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
+                    count_task(task_count_ptr, S, COUNT_TASKS)
+                    for k0 in range(0, KTOP, KB):
+                        tl.store(topk_ptr + r * KTOP + k0 + tl.arange(0, KB), tl.full((KB,), -1, tl.int32))
+            if ROWS:
+                arrive_row(rows_ptr, r, S, SKIP_ARRIVE)
+    return ok
 
 
 @triton.jit

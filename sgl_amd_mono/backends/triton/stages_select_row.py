@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import PAGE
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks
 
 
 @triton.jit
@@ -48,20 +48,30 @@ def select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP: tl.constexpr
 @triton.jit
 def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S: tl.constexpr, R: tl.constexpr,
                 KTOP: tl.constexpr, PMAX: tl.constexpr, ISHORT: tl.constexpr, LS: tl.constexpr, NPROG: tl.constexpr,
-                SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr):
+                SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr, ROWS: tl.constexpr = False, rows_ptr=None,
+                SKIP_ARRIVE: tl.constexpr = -1):
     """R tasks (row r) on the last programs, of the rows of at most LS keys: the whole list. A row of L <= KTOP
     keys: position t at entry t (as a physical slot page_table[r, t // 64] * 64 + t % 64), then -1; a longer
-    one: `select_row`."""
+    one: `select_row`. ROWS (tiles.index_row_waits): every row's task, each launch, then arrives at the row's word
+    at rows_ptr (`sync.arrive_row`: sel1's, which sel2's tasks of the row wait on)."""
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    for r in tl.range(NPROG - 1 - pid, live_tasks(R, ok, S, SKIP_MASK), NPROG, num_stages=1):  # tasks: never pipelined
-        rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
-        if rlen <= KTOP:
-            count_task(task_count_ptr, S, COUNT_TASKS)
-            for k0 in range(0, KTOP, KB):
-                tt = k0 + tl.arange(0, KB)
-                page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
-                tl.store(topk_ptr + r * KTOP + tt, tl.where(tt < rlen, page * PAGE + tt % PAGE, -1))
-        if ISHORT > KTOP:
-            if (rlen > KTOP) & (rlen <= LS):
+    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
+    if ROWS:  # every row's task, so that each row's word takes its arrival every launch
+        n_tasks = R * ok
+    else:
+        n_tasks = live_tasks(R, ok, S, SKIP_MASK)
+    for r in tl.range(NPROG - 1 - pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
+        if LIVE:  # (ROWS: an emptied stage's tasks only arrive)
+            rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
+            if rlen <= KTOP:
                 count_task(task_count_ptr, S, COUNT_TASKS)
-                select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+                for k0 in range(0, KTOP, KB):
+                    tt = k0 + tl.arange(0, KB)
+                    page = tl.load(page_table_ptr + r * PMAX + tt // PAGE, mask=tt < rlen, other=0)
+                    tl.store(topk_ptr + r * KTOP + tt, tl.where(tt < rlen, page * PAGE + tt % PAGE, -1))
+            if ISHORT > KTOP:
+                if (rlen > KTOP) & (rlen <= LS):
+                    count_task(task_count_ptr, S, COUNT_TASKS)
+                    select_row(scores_ptr, page_table_ptr, topk_ptr, r, rlen, KTOP, PMAX, ISHORT)
+        if ROWS:
+            arrive_row(rows_ptr, r, S, SKIP_ARRIVE)

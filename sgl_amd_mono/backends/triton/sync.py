@@ -88,13 +88,21 @@ def deadline_passed(polls, t0, bound, TIMER: tl.constexpr):
 def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoch, bound,
                  TIMER: tl.constexpr):
     """Spin until sync[1 + counter] has reached target (their int32 difference >= 0), at most `bound`
-    (ns with TIMER, else polls).
+    (ns with TIMER, else polls). Returns 1 when satisfied, 0 when the deadline passed or another program
+    already failed (`wait_word`)."""
+    return wait_word(sync_ptr + 1 + counter, counter, target, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
+
+
+@triton.jit
+def wait_word(word_ptr, waited_on, target, err_ptr, launch_id, stage, pid, epoch, bound, TIMER: tl.constexpr):
+    """Spin until the arrival word at word_ptr has reached target (their int32 difference >= 0), at most `bound`
+    (ns with TIMER, else polls); a miss reports `waited_on` (the stage whose arrivals the word counts).
 
     Returns 1 when satisfied, 0 when the deadline passed or another program already failed. Every
     value the loop decides on is the same in all of the program's threads (atomics return one value a
     program; the timer is `_program_time`), so its threads leave the wait together.
     """
-    seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
+    seen = tl.atomic_add(word_ptr, 0, sem="acquire")
     stop = seen * 0
     polls = seen * 0
     over = seen < 0
@@ -107,10 +115,10 @@ def wait_counter(sync_ptr, counter, target, err_ptr, launch_id, stage, pid, epoc
             flag = error_flag(err_ptr)
             over = deadline_passed(polls, t0, bound, TIMER)
             stop = (over | (flag != 0)).to(tl.int32)
-        seen = tl.atomic_add(sync_ptr + 1 + counter, 0, sem="acquire")
+        seen = tl.atomic_add(word_ptr, 0, sem="acquire")
     ok = ((seen - target) >= 0).to(tl.int32)
     if ok == 0:  # the first program to miss writes where (and a serving build faults)
-        report_error(err_ptr, ERR_FLAG, launch_id, stage, pid, counter, seen, target, epoch)
+        report_error(err_ptr, ERR_FLAG, launch_id, stage, pid, waited_on, seen, target, epoch)
     tl.debug_barrier()
     return ok
 
@@ -184,6 +192,38 @@ def hand_off(sync_ptr, err_ptr, trace_ptr, S: tl.constexpr, epoch, ok, pid, laun
         ok = wait_counter(sync_ptr, S, epoch * NPROG, err_ptr, launch_id, S, pid, epoch, bound, TIMER)
     stamp(trace_ptr, pid, 2 * S + 1, N_STAGES, TRACE)
     return ok
+
+
+@triton.jit
+def arrive_row(rows_ptr, r, S: tl.constexpr, SKIP_ARRIVE: tl.constexpr):
+    """A row-scoped hand-off's arrival: this task of stage S, on step row r, publishes its work at the row's word
+    (rows_ptr: a table count of a word a row, each taking the stage's tasks a row a launch); all threads' stores
+    first, then release. SKIP_ARRIVE: the planted missing arrival skips these too (deadline tests)."""
+    tl.debug_barrier()
+    if S != SKIP_ARRIVE:
+        tl.atomic_add(rows_ptr + r, 1, sem="release")
+
+
+@triton.jit
+def wait_row(rows_ptr, r, parts, S_PREV: tl.constexpr, epoch, ok, err_ptr, launch_id, stage, pid, bound,
+             TIMER: tl.constexpr):
+    """A row-scoped hand-off's wait: before a task of `stage` on step row r reads what stage S_PREV wrote for that
+    row, spin until the row's word (`arrive_row`) holds all `parts` of S_PREV's tasks of this launch (epoch x
+    parts, every launch's arrivals counted, never reset), bounded as every wait (`wait_word`). The tasks of a row
+    then go on as soon as their own row's tasks of the stage before have landed, not every program's (the stages'
+    global hand-offs are passed: `hand_off`'s needs). Returns the new ok (0 once any wait failed)."""
+    if ok != 0:
+        ok = wait_word(rows_ptr + r, S_PREV, epoch * parts, err_ptr, launch_id, stage, pid, epoch, bound, TIMER)
+    return ok
+
+
+@triton.jit
+def pass_rows(rows_ptr, pid, R: tl.constexpr, PARTS: tl.constexpr, S: tl.constexpr, NPROG: tl.constexpr,
+              SKIP_ARRIVE: tl.constexpr):
+    """A passed stage's row words (`arrive_row`; a stage every program skips in this launch, `pass_stages`): each of
+    the R rows' PARTS arrivals made, spread over the programs, so that every word stays at epoch x PARTS."""
+    for t in tl.range(pid, R * PARTS, NPROG, num_stages=1):
+        arrive_row(rows_ptr, t // PARTS, S, SKIP_ARRIVE)
 
 
 @triton.jit

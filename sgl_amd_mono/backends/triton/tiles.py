@@ -325,6 +325,9 @@ class Tiles:
     index_pair: int = -1
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
+    # index_row_waits 1: with four digits and no pairs, each task of sel2, sel3, emit and attn waits only for its own
+    # row's tasks of the stage before (`sync.wait_row`), not for every program (tiles_index.py)
+    index_row_waits: int = 0
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -490,6 +493,8 @@ class Tiles:
         for name in ("index_pair", "index_keep_scores"):
             if getattr(self, name) not in (-1, 0, 1):
                 raise ValueError(f"{name} {getattr(self, name)} is not -1 (by width), 0 or 1")
+        if self.index_row_waits not in (0, 1):
+            raise ValueError(f"index_row_waits {self.index_row_waits} is not 0 or 1")
         if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "

@@ -28,7 +28,9 @@ Its table is the shared kind's with the index work added to the attention half's
 The sliced rows are those past LS keys; a launch with none skips sel2 .. emit (each program arrives at them
 without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`dims.index_slices`: the tiles'
 index_slices / rows, a power of two) of whole IBLK-key blocks; a request of N rows splits its keys into N x NSL
-slices. Then attn (reading `topk`) and the rest as the shared kind.
+slices. Then attn (reading `topk`) and the rest as the shared kind. With tiles.index_row_waits (four digits, no
+pairs) the sliced launch's hand-offs from sel1 to attn are a row's: each task of sel2, sel3, emit and attn waits for
+its own row's tasks of the stage before at that row's word (`row_words`), and the stages' global hand-offs are passed.
 
 The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
 exactly the result of a radix select over the launch's own scores: the keys whose score is above the
@@ -43,7 +45,7 @@ import dataclasses
 
 import torch
 
-from sgl_amd_mono.common.kind import Buffer, KindTable, StageDef
+from sgl_amd_mono.common.kind import Buffer, Count, KindTable, StageDef
 from sgl_amd_mono.glm53.config import INDEX_K_BYTES, INDEX_PAGE, Glm53Geometry
 from sgl_amd_mono.glm53.kinds import halves, shared
 from sgl_amd_mono.glm53.kinds.dims import cdiv
@@ -150,6 +152,13 @@ def _mla_rows(d, t: int) -> tuple[int, ...]:
     return (t - d.R,) if d.R <= t < 2 * d.R else ()
 
 
+def row_words(name: str, extra: int) -> Count:
+    """A select stage's row-scoped hand-off (tiles.index_row_waits, `sync.wait_row`): a word a step row, which that
+    row's NSL (row, slice) tasks of the stage and `extra` row tasks (sel1's whole lists, sel3's -1 fill) arrive at
+    every launch, used or not."""
+    return Count(name, lambda d: d.R, lambda d: d.NSL + extra)
+
+
 def _stages() -> tuple[StageDef, ...]:
     a = {s.name: s for s in halves.ATTN_STAGES}
     rep = dataclasses.replace
@@ -172,21 +181,21 @@ def _stages() -> tuple[StageDef, ...]:
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0", "floor"),
                  ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand", "hist_pair"),
-                 is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
+                 counts=(row_words("sel1_rows", 1),), is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
                                     "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
                                     "of the others: the whole list"),
         StageDef("sel2", lambda d: bound(d) if sel2_runs(d) else 0, ("scores", "lengths", "kept1", "hist1",
                                                                                   "cand_key", "ncand"),
-                 ("hist2", "kept2"), is_bound=True,
+                 ("hist2", "kept2"), counts=(row_words("sel2_rows", 0),), is_bound=True,
                  doc="(row, slice) of the sliced rows: digit 2's histogram under the digits found (four digits; "
                      "with three or index_pair, passed)"),
         StageDef("sel3", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "kept1", "hist1", "kept2", "hist2",
                                                       "cand_key", "ncand", "hist_pair"),
-                 ("hist3", "kept3", "cnt", "topk"), is_bound=True,
+                 ("hist3", "kept3", "cnt", "topk"), counts=(row_words("sel3_rows", 1),), is_bound=True,
                  doc="(row, slice) of the sliced rows: the last digit's histogram under the digits found, and the slice's "
                      "counts at or above each last digit; then (row): each sliced row's list filled with -1"),
         StageDef("emit", bound, ("scores", "lengths", "page_table", "cnt", "kept3", "hist3", "cand_pos", "cand_key",
-                                 "ncand"), ("topk",),
+                                 "ncand"), ("topk",), counts=(row_words("emit_rows", 0),),
                  is_bound=True, doc="(row, slice) of the sliced rows: the slice's selected keys in the row's list, as "
                                     "slots"),
         rep(a["attn"], reads=("qcat", "kv_cache", "topk")),
