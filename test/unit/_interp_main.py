@@ -251,8 +251,8 @@ def special(kind: str, case: str) -> None:
     the sliced select takes, of rows all listed by one task (the sliced select's last three stages skipped), and
     of other rows the sliced select takes: each list the rule's (a skipped stage still zeroes its histograms
     for the next launch; with INTERP_TILES' row waits, every row word in step after the passed stages). deadline's
-    stage: INTERP_SKIP_STAGE (default attn). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one full draw, side
-    by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
+    stage: INTERP_SKIP_STAGE (default attn). ranks (the tail kind): its two TP2 ranks' logits, weights cut from one
+    full draw, side by side equal the TP1 launch's. guarded: every step input, cache, weight, scratch and output
     buffer in memory that ends at an inaccessible page (`_guard_pages.py`): a read past any of them kills the
     process; the launch must give the same bits (outputs and caches) as on the plain tensors. bad_token (the
     tokens kind): row 0's token id one past the vocabulary; the error word must name the stage, the row and the id."""

@@ -107,7 +107,8 @@ def indexer_layer_kernel(
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
     # the table: the last-arrival counts' first words in sync, stage ids and fixed task counts
     C_SEL1_ROWS: tl.constexpr, C_SEL2_ROWS: tl.constexpr, C_SEL3_ROWS: tl.constexpr,
-        C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr, C_DN_CNT: tl.constexpr, N_STAGES: tl.constexpr,
+        C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr, C_DN_CNT: tl.constexpr,
+        N_STAGES: tl.constexpr,
     S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr, S_LATENT: tl.constexpr, S_Q_B: tl.constexpr,
     S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr, S_SEL1: tl.constexpr, S_SEL2: tl.constexpr, S_SEL3: tl.constexpr,
     S_EMIT: tl.constexpr, S_ATTN: tl.constexpr, S_W_UV: tl.constexpr, S_O_PROJ: tl.constexpr,

@@ -326,8 +326,8 @@ class Tiles:
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
     # index_row_waits 1: with four digits and no pairs, each task of sel2, sel3, emit and attn waits only for its own
-    # row's tasks of the stage before (`sync.wait_row`), not for every program (tiles_index.py)
-    index_row_waits: int = 0
+    # row's tasks of the stage before (`sync.wait_row`), not for every program; -1: by width (tiles_index.py)
+    index_row_waits: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
     # tiles of ks_md parts (96 tasks each at the TP8 shard, as the attention GEMVs' 128-column tiles). Not tuned yet.
@@ -490,11 +490,9 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        for name in ("index_pair", "index_keep_scores"):
+        for name in ("index_pair", "index_keep_scores", "index_row_waits"):
             if getattr(self, name) not in (-1, 0, 1):
                 raise ValueError(f"{name} {getattr(self, name)} is not -1 (by width), 0 or 1")
-        if self.index_row_waits not in (0, 1):
-            raise ValueError(f"index_row_waits {self.index_row_waits} is not 0 or 1")
         if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "
@@ -576,11 +574,11 @@ KIND_TILES: dict[str, dict] = {
 # per width (ks_u 0) are an H200 finding too; gfx950 keeps 4. The indexer's score loop (256-key blocks pipelined
 # by Triton, digit 0 in 16 atomic copies) and the select's digits 1 and 2 counted a key at a time are too: gfx950
 # keeps 128-key blocks by hand, digit 0 in registers, and the select's block histograms; the scores' cache policy
-# (index_keep_scores) too: it keeps none.
+# (index_keep_scores) too: it keeps none; and the select's row-scoped hand-offs (index_row_waits).
 TARGET_TILES: dict[str, dict] = {"gfx950": {"warps": 4, "nsplit": 8, "route_rc": 8, "att_blk": 32, "swap_moe": False,
                                            "dn_parts": 1, "stages_dn": 8, "ks_u": 4, "index_block": 128,
                                            "index_pipe": 0, "index_atomics": 0, "index_sel_atomics": False,
-                                           "index_keep_scores": 0}}
+                                           "index_keep_scores": 0, "index_row_waits": 0}}
 
 
 def target_of(device) -> str:

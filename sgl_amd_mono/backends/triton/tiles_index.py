@@ -105,6 +105,21 @@ INDEX_PAIR_BY_WIDTH = ((4, 1), (1 << 30, 0))
 # check_layer TP8 bf16 8 rows at 128K / 8K, check_topk's decode shape at 128K / 300K over all four key caches
 # (results/indexer38_h100_check_{layer,topk}_keep.log).
 INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
+# The select's row-scoped hand-offs (Tiles.index_row_waits -1) by width: (the widest width, 1: on, 0: off). With four
+# digits and no pairs (so at more than 4 rows, where index_pair is off), each task of sel2, sel3, emit and attn waits at
+# its own row's word for that row's tasks of the stage before (`sync.wait_row`; the table's `indexer.row_words`) and
+# the global hand-offs from sel1 to emit are passed: a row's 16 programs (at 8 rows) go from sel1 to attn without
+# waiting on the other rows'. H100, one process, TP8, a decode row a request, 8 rows, the defaults first and
+# index_scan 0 (the defaults again) last (results/indexer42_h100_specs_row_waits_w8.log, 3.18 TB/s): 128K 279.5 /
+# 280.4 us -> 279.1, 8K 222.0 / 222.0 -> 221.3; the shared launch in the same call 185.7 / 181.3
+# (indexer42_h100_time_shared_w8_tail.txt): 128K 1.505 / 1.510 -> 1.503, 8K 1.224 -> 1.221. Faster at both points
+# than both default runs, by less than a process's spread (about 1 us). Its checks, 0 failures, every control failing:
+# check_layer TP8 bf16 8 rows at 128K (decode shape), check_topk at 128K, decode and requests shapes
+# (results/indexer42_h100_check_{layer,topk}_row_waits.log). Not traced (the call's time). In the same call the SM
+# clock stayed at its 1980 MHz maximum through both kinds' runs, 320 W at most against 700, no throttle reason
+# (results/indexer42_h100_clocks.csv): the post-select stages running longer in the indexer's launch than in the
+# shared kind's (attn 18.4 against 16.6 us of work, indexer38 traces) is not the card's clock.
+INDEX_ROW_WAITS_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # Built and timed, not taken, removed (commit 6133aff: Tiles.index_keep_front 1): res1 (norm1) and qcat (absorb) of the
 # index kinds stored to leave L2 last too. They are written before the score stage's stream and read after it (o_proj's
 # residual, attn's queries); in the trace each stage after the select ran a little longer than the shared launch's on
@@ -128,9 +143,9 @@ INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
 
 def index_by_width(t, width: int):
     """Tiles t with the indexer's fields left to the width resolved from the tables here: index_scan 0, index_block
-    0, and index_compact, index_floor, index_pair and index_keep_scores -1; no lists (index_compact) where sel1
-    cannot list (three digits, or digit 1 not counted by atomics), no pairs where sel1 cannot count them (three
-    digits, digit 1 not counted by atomics, index_relist)."""
+    0, and index_compact, index_floor, index_pair, index_keep_scores and index_row_waits -1; no lists (index_compact)
+    where sel1 cannot list (three digits, or digit 1 not counted by atomics), no pairs where sel1 cannot count them
+    (three digits, digit 1 not counted by atomics, index_relist)."""
     def pick(table):
         return next(n for w, n in table if width <= w)
 
@@ -140,7 +155,8 @@ def index_by_width(t, width: int):
           "index_compact": (t.index_compact < 0, lambda: pick(INDEX_COMPACT_BY_WIDTH) if can_list else 0),
           "index_floor": (t.index_floor < 0, lambda: pick(INDEX_FLOOR_BY_WIDTH)),
           "index_pair": (t.index_pair < 0, lambda: pick(INDEX_PAIR_BY_WIDTH) if can_list and not t.index_relist else 0),
-          "index_keep_scores": (t.index_keep_scores < 0, lambda: pick(INDEX_KEEP_BY_WIDTH))}
+          "index_keep_scores": (t.index_keep_scores < 0, lambda: pick(INDEX_KEEP_BY_WIDTH)),
+          "index_row_waits": (t.index_row_waits < 0, lambda: pick(INDEX_ROW_WAITS_BY_WIDTH))}
     return dataclasses.replace(t, **{name: value() for name, (left, value) in by.items() if left})
 # Built, checked and timed, no faster, removed (commit 8445681: Tiles.index_list_one_layout): sel1's [256, K] listing
 # chunks loaded a key a thread in the layout Triton gives their atomics and stores, whose addresses are data-dependent,

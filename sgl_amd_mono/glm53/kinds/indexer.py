@@ -181,9 +181,9 @@ def _stages() -> tuple[StageDef, ...]:
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0", "floor"),
                  ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand", "hist_pair"),
-                 counts=(row_words("sel1_rows", 1),), is_bound=True, doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with "
-                                    "index_compact, the slice's keys at or above the 8-bit prefix listed); then (row) "
-                                    "of the others: the whole list"),
+                 counts=(row_words("sel1_rows", 1),), is_bound=True,
+                 doc="(row, slice) of the sliced rows: digit 1's histogram under digit 0 (with index_compact, the "
+                     "slice's keys at or above the 8-bit prefix listed); then (row) of the others: the whole list"),
         StageDef("sel2", lambda d: bound(d) if sel2_runs(d) else 0, ("scores", "lengths", "kept1", "hist1",
                                                                                   "cand_key", "ncand"),
                  ("hist2", "kept2"), counts=(row_words("sel2_rows", 0),), is_bound=True,

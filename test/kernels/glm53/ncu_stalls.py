@@ -5,7 +5,7 @@ python test/kernels/glm53/ncu_stalls.py --csv src.csv.gz --cubin k.cubin --launc
 src.csv: `ncu --import R.ncu-rep --page source --csv --print-source sass` of a launch profiled with
 `--section SourceCounters` (`ncu_stalls.sh` makes both files on the GPU machine); k.cubin: the same build's
 cubin from Triton's cache. The cubin is disassembled with Triton's bundled nvdisasm (-g: each instruction's
-source line). A stage's code is taken to run from one hand-off's wait exit (`sync.wait_counter`'s closing
+source line). A stage's code is taken to run from one hand-off's wait exit (`sync.wait_word`'s closing
 barrier) to the next, and is named by the functions of the stage modules that hold most of its instructions.
 Per stage: its instructions, the warp samples at them, those samples as µs of the whole GPU's warps
 (samples / all samples x launch µs: a stage whose every program stalls 1 µs shows about 1 µs), and the
@@ -89,10 +89,10 @@ def function_of(funcs, where: tuple[str, int]) -> str | None:
 
 
 def wait_exit_line() -> int:
-    """sync.wait_counter's closing barrier: where every hand-off's wait ends."""
+    """sync.wait_word's closing barrier: where every hand-off's wait ends (`wait_counter`'s and the row waits')."""
     from sgl_amd_mono.backends.triton import sync
 
-    src, first = inspect.getsourcelines(sync.wait_counter.fn)
+    src, first = inspect.getsourcelines(sync.wait_word.fn)
     return first + next(i for i, line in enumerate(src) if "tl.debug_barrier()" in line)
 
 
