@@ -86,6 +86,10 @@ CASES = {
     "w3_index_row_waits": (3, torch.bfloat16, "index_pair=0,index_compact=0,index_row_waits=1"),
     "w3_index_row_waits_floor": (3, torch.bfloat16,
                                  "index_pair=0,index_compact=1,index_floor=1,index_slices=8,index_row_waits=1"),
+    # and from the score stage (sel1 waiting for its request's score tasks): w3's decode rows, w4fp8's requests of 2
+    # rows and its pad request
+    "w3_index_row_waits_score": (3, torch.bfloat16, "index_pair=0,index_compact=1,index_row_waits=2,index_short=0"),
+    "w4fp8_index_row_waits_score": (4, FP8, "index_pair=0,index_compact=1,index_row_waits=2,index_short=0"),
 }
 
 
@@ -206,7 +210,7 @@ def row_words(plan) -> dict:
     out = {}
     for st in plan.table.stages:
         for c in st.counts:
-            if c.name.endswith("_rows"):
+            if c.name.endswith("_rows") and (c.name != "score_rows" or plan.tiles.index_row_waits >= 2):
                 at, n = plan.sync.layout.counts[c.name]
                 want = plan.sync.epoch * c.parts(plan.dims)
                 out[c.name] = [i for i, v in enumerate(plan.sync.sync[at: at + n].tolist()) if v != want]

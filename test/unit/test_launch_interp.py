@@ -95,10 +95,11 @@ def test_index_score_options_change_no_bit():
     "w3_index_emit_k2_compact", "w3_index_unpacked", "w3_index_unpacked_compact", "w3_index_unpacked_digits3",
     "w3_index_relist", "w3_index_relist_emit_k2", "w3_index_relist_some", "w3_index_floor",
     "w3_index_floor_slices", "w3long_index_floor", "w3_index_pair_off", "w3_index_pair_scan", "w3_index_pair_floor",
-    "w3long_index_pair", "w3_index_keep_scores", "w3_index_row_waits", "w3_index_row_waits_floor")] + [
+    "w3long_index_pair", "w3_index_keep_scores", "w3_index_row_waits", "w3_index_row_waits_floor",
+    "w3_index_row_waits_score", "w4fp8_index_row_waits_score")] + [
     ("dense", c) for c in ("w3_ks_w1", "w3_index_sel_atomics", "w3_index_digits3", "w3_index_compact",
                            "w3_index_unpacked", "w3_index_relist", "w3_index_floor", "w3_index_pair_off",
-                           "w3_index_keep_scores", "w3_index_row_waits")])
+                           "w3_index_keep_scores", "w3_index_row_waits", "w3_index_row_waits_score")])
 def test_index_atomics_change_no_bit(kind, case):
     """Digit 0 counted by one atomic a key into the row's histogram (tiles index_atomics=1), or into one of its 4
     copies that the select stages sum (index_atomics=4), by hand and in Triton's pipelined loop: the same counts,
@@ -130,8 +131,9 @@ def test_index_atomics_change_no_bit(kind, case):
     earlier one used (so its zeroing too; one count planted off by one fails). The scores stored to leave L2 last
     (index_keep_scores: a cache policy, none here): the same bits. The select's row-scoped hand-offs
     (index_row_waits: each task of sel2, sel3, emit and attn waits for its own row's tasks of the stage before), over
-    the slices' scores and over sel1's lists with the floors: the same bits, and every row word holds the launch's
-    arrivals (one planted a word short fails). In every case the launch's digit-0 histogram equals torch's count
+    the slices' scores and over sel1's lists with the floors, and from the score stage (2: sel1's tasks wait for their
+    request's score tasks: decode rows, and requests of 2 rows with a pad request): the same bits, and every row word holds the launch's arrivals
+    (one planted a word short fails). In every case the launch's digit-0 histogram equals torch's count
     over its own scores (and one count planted off by one fails)."""
     base = case.split("_")[0]
     r, res = _run(kind, case)
@@ -151,7 +153,8 @@ def test_index_atomics_change_no_bit(kind, case):
         assert ("pairs_ok" in res) == (not case.endswith("_off")), sorted(res)
         assert (res["task_counts"]["sel2"] == 0) == ("pairs_ok" in res), res["task_counts"]  # sel2 passed or scanning
     if "row_waits" in case:
-        assert res["row_words"] == {n: [] for n in ("sel1_rows", "sel2_rows", "sel3_rows", "emit_rows")}, res
+        words = ("score_rows",) * case.endswith("_score") + ("sel1_rows", "sel2_rows", "sel3_rows", "emit_rows")
+        assert res["row_words"] == {n: [] for n in words}, res
         assert res["row_words_planted_caught"] is True
     _pairs_checked(res)
     assert res["task_counts_ok"] is True, res["task_counts_ok"]
@@ -267,12 +270,15 @@ def test_row_waits_keep_every_word_in_step():
     assert res["row_words_planted_caught"] is True
 
 
-def test_row_waits_report_a_missed_row_arrival():
-    """A planted missing arrival at sel2 (its tasks' row arrivals too) with the row-scoped hand-offs: sel3's row
-    wait misses its deadline and the error word names both stages."""
-    r, _ = _run("indexer", "deadline", INTERP_TILES="index_pair=0,index_row_waits=1", INTERP_SKIP_STAGE="sel2")
+@pytest.mark.parametrize("rows, missing, waiting", [(1, "sel2", "sel3"), (2, "score", "sel1")])
+def test_row_waits_report_a_missed_row_arrival(rows, missing, waiting):
+    """A planted missing arrival (its tasks' row arrivals too) with the row-scoped hand-offs, at sel2, and with them
+    from the score stage (index_row_waits 2) at score: the next stage's row wait misses its deadline and the error
+    word names both stages."""
+    r, _ = _run("indexer", "deadline", INTERP_TILES=f"index_pair=0,index_row_waits={rows},index_short=0",
+                INTERP_SKIP_STAGE=missing)
     assert r.returncode != 0
-    assert "in stage sel3 missed its deadline waiting on stage sel2" in r.stderr, r.stderr[-2000:]
+    assert f"in stage {waiting} missed its deadline waiting on stage {missing}" in r.stderr, r.stderr[-2000:]
 
 
 def test_nan_row_routes_in_range():

@@ -63,8 +63,8 @@ def dense_layer_kernel(
         SWAP_AB: tl.constexpr, DI: tl.constexpr, BN_MU: tl.constexpr, KS_MU: tl.constexpr, BN_MD: tl.constexpr,
         KS_MD: tl.constexpr, SWAP_MLP: tl.constexpr, TOKENS: tl.constexpr, V: tl.constexpr, BX: tl.constexpr,
         NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
-        TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr, C_SEL1_ROWS: tl.constexpr, C_SEL2_ROWS: tl.constexpr,
-        C_SEL3_ROWS: tl.constexpr, C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr,
+        TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr, C_SCORE_ROWS: tl.constexpr, C_SEL1_ROWS: tl.constexpr,
+        C_SEL2_ROWS: tl.constexpr, C_SEL3_ROWS: tl.constexpr, C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr,
         C_MD_CNT: tl.constexpr, N_STAGES: tl.constexpr, S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr,
         S_LATENT: tl.constexpr, S_Q_B: tl.constexpr, S_ABSORB: tl.constexpr, S_SCORE: tl.constexpr,
         S_SEL1: tl.constexpr, S_SEL2: tl.constexpr, S_SEL3: tl.constexpr, S_EMIT: tl.constexpr, S_ATTN: tl.constexpr,
@@ -104,8 +104,8 @@ def dense_layer_kernel(
         S_EMBED_SUM, T_EMBED_SUM, X_EMB_X,
         XW_EMB_X, IPCH=IPCH, IEK=IEK, IPACK=IPACK, IRELIST=IRELIST, IFLOOR=IFLOOR,
         hist_pair_ptr=hist_pair_ptr, IPAIR=IPAIR, IKEEP=IKEEP,
-        IROWS=IROWS, sel1_rows_ptr=sync_ptr + C_SEL1_ROWS, sel2_rows_ptr=sync_ptr + C_SEL2_ROWS,
-        sel3_rows_ptr=sync_ptr + C_SEL3_ROWS, emit_rows_ptr=sync_ptr + C_EMIT_ROWS)
+        IROWS=IROWS, score_rows_ptr=sync_ptr + C_SCORE_ROWS, sel1_rows_ptr=sync_ptr + C_SEL1_ROWS,
+        sel2_rows_ptr=sync_ptr + C_SEL2_ROWS, sel3_rows_ptr=sync_ptr + C_SEL3_ROWS, emit_rows_ptr=sync_ptr + C_EMIT_ROWS)
     ok = dense_mlp(o_ptr, res1_ptr, post_norm_ptr, xq2_ptr, xs2_ptr, gate_up_ptr, gate_up_s_ptr, mu_part_ptr,
                    mq_ptr, ms_ptr, down_ptr, down_s_ptr, md_part_ptr, out_ptr, sync_ptr + C_MD_CNT, eps,
                    sync_ptr, err_ptr, trace_ptr, task_count_ptr, epoch, ok, pid, launch_id, bound,

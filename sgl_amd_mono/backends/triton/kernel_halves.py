@@ -158,8 +158,8 @@ def index_attention(
         S_EMBED_SUM: tl.constexpr = 0, T_EMBED_SUM: tl.constexpr = 0,
         X_EMB_X: tl.constexpr = 0, XW_EMB_X: tl.constexpr = 0, IPCH: tl.constexpr = 0, IEK: tl.constexpr = 0,
         IPACK: tl.constexpr = False, IRELIST: tl.constexpr = 0, IFLOOR: tl.constexpr = False, hist_pair_ptr=None,
-        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, IROWS: tl.constexpr = False, sel1_rows_ptr=None,
-        sel2_rows_ptr=None, sel3_rows_ptr=None, emit_rows_ptr=None):
+        IPAIR: tl.constexpr = False, IKEEP: tl.constexpr = False, IROWS: tl.constexpr = 0, score_rows_ptr=None,
+        sel1_rows_ptr=None, sel2_rows_ptr=None, sel3_rows_ptr=None, emit_rows_ptr=None):
     """The attention half with the layer's own DSA indexer (`glm53/kinds/indexer.py` INDEX_ATTN_STAGES: norm1 ...
     emit, then attn, w_uv, o_proj over the launch's own top-k at topk_ptr), each stage followed by its hand-off:
     the indexer, dense and tokens kernels' front. TOKENS: norm1 reads the embedding rows (hidden_ptr: the
@@ -172,8 +172,8 @@ def index_attention(
     (tiles.index_floor, with sel1's lists); IPAIR: sel1 also counts digits 1 and 2 as a pair into hist_pair, and
     sel3 finds both (stage sel2 passed: tiles.index_pair); IKEEP: the score stage's stores of the scores marked to
     leave L2 last (tiles.index_keep_scores); IROWS: the select's row-scoped hand-offs (tiles.index_row_waits, with four
-    digits and no pairs) at the row words sel1_rows_ptr .. emit_rows_ptr (`glm53/kinds/indexer.row_words`). Returns
-    ok."""
+    digits and no pairs; 2: from the score stage on) at the row words score_rows_ptr .. emit_rows_ptr
+    (`glm53/kinds/indexer.row_words`). Returns ok."""
     QKV_N: tl.constexpr = QL + KVL + ROPE
     QK: tl.constexpr = NOPE + ROPE
     T_A: tl.constexpr = (QKV_N + BN_A - 1) // BN_A * KS_A  # qkv_a's tasks, before wk's and weights_proj's
@@ -260,21 +260,27 @@ def index_attention(
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_ABSORB, epoch, ok, pid, launch_id, bound,
                   NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
 
-    index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
-                hist0_ptr, floor_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS,
-                ISWAP, IPIPE, IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IPCH, IFLOOR, IKEEP)
-    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
-                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE)
     # the select's row-scoped hand-offs (IROWS): in a launch whose sliced select runs, each task of sel2, sel3, emit
     # and attn waits for its own row's tasks of the stage before at that row's word (`sync.wait_row`; a word takes the
     # row's NSL (row, slice) tasks of its stage and, sel1's and sel3's, the row task: `row_words`), and the stages'
     # global hand-offs from sel1 to emit are passed (`sync.hand_off`'s needs: attn's covers them). Every row word takes
     # its arrivals every launch, the select run or passed.
-    ROWS: tl.constexpr = IROWS and IW0 + IW1 == 16 and not IPAIR
+    ROWS: tl.constexpr = IROWS > 0 and IW0 + IW1 == 16 and not IPAIR
+    # IROWS 2: also each sel1 task waits for its request's score tasks (a word a unit row, `stages_index.score`), the
+    # score stage's global hand-off passed (absorb's still covers attn's queries); only with no row of one task's
+    # select over its scores (ISHORT <= KTOP: sel1's row tasks read no score)
+    ROWS2: tl.constexpr = ROWS and IROWS >= 2 and ISHORT <= KTOP
+    SCORE_PARTS: tl.constexpr = NSL if ROWS2 else 0
     ROWS_ON: tl.constexpr = 1 if ROWS else 0
     SEL1_PARTS: tl.constexpr = NSL + 1 if ROWS else 0  # sel1's (row, slice) tasks and its row task (`listed_rows`)
     SEL2_PARTS: tl.constexpr = NSL if ROWS else 0
     SEL3_PARTS: tl.constexpr = NSL + 1 if ROWS else 0  # and the -1 fill
+    index.score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_table_ptr, lens, rpr, scores_ptr,
+                hist0_ptr, floor_ptr, epoch, pid, ok, task_count_ptr, S_SCORE, R, IH, ID, KTOP, PMAX, NSL, IBLK, LS,
+                ISWAP, IPIPE, IATOM, NPROG, SKIP_MASK, COUNT_TASKS, IHC, IAHEAD, IW0, IPCH, IFLOOR, IKEEP, ROWS2,
+                score_rows_ptr, SKIP_ARRIVE)
+    ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SCORE, epoch, ok, pid, launch_id, bound,
+                  NPROG, N_STAGES, TIMER, SKIP_ARRIVE, TRACE, needs=not ROWS2)
     rowwise = select.any_sliced_row(lens, LS).to(tl.int32) * ROWS_ON
     # the radix digits (`glm53/kinds/indexer.radix_digits`): IW0 and IW1 bits, then 8 and 8 (IW0 + IW1 == 16) or 8
     # index_compact (ICOMPACT: the listing's keys a tile row): sel1 lists each slice's keys at or above digit 0,
@@ -286,7 +292,9 @@ def index_attention(
                              SKIP_MASK, COUNT_TASKS, IHC, IHC1, ISATOM, cand_pos_ptr, cand_key_ptr, ncand_ptr,
                              1 if ICOMPACT > 0 else 0, ICOMPACT, IPACK, floor_ptr=floor_ptr, FLOOR=IFLOOR,
                              pair_ptr=hist_pair_ptr, PAIR=1 if IPAIR else 0, ROWS=ROWS, rows_ptr=sel1_rows_ptr,
-                             SKIP_ARRIVE=SKIP_ARRIVE)
+                             wait_rows_ptr=score_rows_ptr, WAIT_PARTS=SCORE_PARTS, S_WAIT=S_SCORE, err_ptr=err_ptr,
+                             launch_id=launch_id, bound=bound, TIMER=TIMER, SKIP_ARRIVE=SKIP_ARRIVE, WAIT_REQ=True,
+                             rpr=rpr)
     select_row.listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_ptr, S_SEL1, R, KTOP, PMAX,
                            ISHORT, LS, NPROG, SKIP_MASK, COUNT_TASKS, ROWS, sel1_rows_ptr, SKIP_ARRIVE)
     ok = hand_off(sync_ptr, err_ptr, trace_ptr, S_SEL1, epoch, ok, pid, launch_id, bound,

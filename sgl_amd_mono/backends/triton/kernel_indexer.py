@@ -37,7 +37,7 @@ def constexprs(d: LayerDims) -> dict:
     at or above each decode row's floor from its score tasks (tiles.index_floor, with sel1's lists), IPAIR sel1
     counting digits 1 and 2 as a pair and sel3 finding both, sel2 passed (tiles.index_pair), IKEEP the scores
     stored to leave L2 last (tiles.index_keep_scores), IROWS the select's row-scoped hand-offs
-    (tiles.index_row_waits), IQG heads an
+    (tiles.index_row_waits: 0 none, 1 from sel1, 2 from score), IQG heads an
     index-query task covers) and tiles (KS_I: wk's parts, KS_W: weights_proj's; BN_IQ / KS_IQ: wq_b's)."""
     t = d.tiles
     return {**shared_constexprs(d), "IH": d.IH, "ID": d.ID, "PMAX": d.PMAX, "NSL": d.NSL, "IBLK": d.IBLK,
@@ -50,7 +50,7 @@ def constexprs(d: LayerDims) -> dict:
             "IQG": indexer_kind.index_query_heads(d), "KS_I": t.ks_i, "KS_W": t.ks_w, "BN_IQ": t.bn_iq,
             "KS_IQ": t.ks_iq, "IPCH": t.index_page_chunk, "IRELIST": t.index_relist,
             "IFLOOR": t.index_floor > 0 and t.index_compact > 0, "IPAIR": t.index_pair > 0,
-            "IKEEP": t.index_keep_scores > 0, "IROWS": t.index_row_waits > 0}
+            "IKEEP": t.index_keep_scores > 0, "IROWS": max(t.index_row_waits, 0)}
 
 
 def scalars(d: LayerDims) -> dict:
@@ -106,7 +106,7 @@ def indexer_layer_kernel(
     NPROG: tl.constexpr, TIMER: tl.constexpr, SKIP_ARRIVE: tl.constexpr, SKIP_MASK: tl.constexpr,
     TRACE: tl.constexpr, COUNT_TASKS: tl.constexpr,
     # the table: the last-arrival counts' first words in sync, stage ids and fixed task counts
-    C_SEL1_ROWS: tl.constexpr, C_SEL2_ROWS: tl.constexpr, C_SEL3_ROWS: tl.constexpr,
+    C_SCORE_ROWS: tl.constexpr, C_SEL1_ROWS: tl.constexpr, C_SEL2_ROWS: tl.constexpr, C_SEL3_ROWS: tl.constexpr,
         C_EMIT_ROWS: tl.constexpr, C_WUV_CNT: tl.constexpr, C_OPROJ_CNT: tl.constexpr, C_DN_CNT: tl.constexpr,
         N_STAGES: tl.constexpr,
     S_NORM1: tl.constexpr, S_QKV_A: tl.constexpr, S_LATENT: tl.constexpr, S_Q_B: tl.constexpr,
@@ -145,8 +145,8 @@ def indexer_layer_kernel(
         TP, peers_ptr, rank,
         S_O_SUM, T_O_SUM, X_O_X, XW_O_X, BX, IPCH=IPCH, IEK=IEK, IPACK=IPACK, IRELIST=IRELIST, IFLOOR=IFLOOR,
         hist_pair_ptr=hist_pair_ptr, IPAIR=IPAIR, IKEEP=IKEEP,
-        IROWS=IROWS, sel1_rows_ptr=sync_ptr + C_SEL1_ROWS, sel2_rows_ptr=sync_ptr + C_SEL2_ROWS,
-        sel3_rows_ptr=sync_ptr + C_SEL3_ROWS, emit_rows_ptr=sync_ptr + C_EMIT_ROWS)
+        IROWS=IROWS, score_rows_ptr=sync_ptr + C_SCORE_ROWS, sel1_rows_ptr=sync_ptr + C_SEL1_ROWS,
+        sel2_rows_ptr=sync_ptr + C_SEL2_ROWS, sel3_rows_ptr=sync_ptr + C_SEL3_ROWS, emit_rows_ptr=sync_ptr + C_EMIT_ROWS)
     ok = moe(o_ptr, res1_ptr, post_norm_ptr, xn2_ptr, xq2_ptr, xs2_ptr, gate_ptr, lg_part_ptr, bias_ptr, expert_ids_ptr,
              rw_ptr, w13_ptr, w13_s_ptr, uniq_ptr, up_part_ptr, aq_ptr, as_ptr, expert_weights_ptr, w2_ptr, w2_s_ptr,
              dn_part_ptr, out_ptr, sync_ptr + C_DN_CNT, eps, routed_scaling,

@@ -9,7 +9,7 @@ its page table.
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import count_task, live_tasks, report_input
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_input
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, store_kept, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
@@ -372,7 +372,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
           NSL: tl.constexpr, IBLK: tl.constexpr, LS: tl.constexpr, SWAP: tl.constexpr, PIPE: tl.constexpr,
           ATOM: tl.constexpr, NPROG: tl.constexpr, SKIP_MASK: tl.constexpr, COUNT_TASKS: tl.constexpr,
           HC: tl.constexpr, AHEAD: tl.constexpr, W0: tl.constexpr = 8, PCH: tl.constexpr = 0,
-          FLOOR: tl.constexpr = False, KEEP: tl.constexpr = False):
+          FLOOR: tl.constexpr = False, KEEP: tl.constexpr = False, ROWS: tl.constexpr = False, rows_ptr=None,
+          SKIP_ARRIVE: tl.constexpr = -1):
     """Tasks (request b, slice) of the requests with a row past KTOP keys: the slice's cached keys, read once
     (IBLK at a time through the page table), scored for every row of the request (`score_keys`), stored at
     scores[r, t]; the rows that take the sliced select also count their first radix digit over the slice into
@@ -390,6 +391,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     ceil(KTOP / NSL) of its slice's keys reach (a decode request's pipelined loop: `score_pipelined`; else 0), so at
     least KTOP of a decode row's keys reach the smallest of its NSL tasks' floors: a key below it is below the row's
     threshold (sel1 lists and counts none: `stages_select.select_digit`).
+    ROWS (tiles.index_row_waits 2): every task index t, each launch, then arrives at its unit row t // NSL's word at
+    rows_ptr (`sync.arrive_row`), which sel1's tasks of the request's rows wait on.
     KEEP (tiles.index_keep_scores): the scores stored to leave L2 last (`tile_ops.store_kept`: meant for sel1's reads
     of them; on an H100 the score stage itself gains, tiles_index.INDEX_KEEP_BY_WIDTH)."""
     SCOL: tl.constexpr = PMAX * PAGE  # a row of scores
@@ -402,12 +405,20 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
     bins = tl.arange(0, BINS)
-    n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
+    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
+        n_tasks = R * NSL * ok
+    else:
+        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r0 = (t // NSL) // rpr * rpr  # the request's first row
         nrows = tl.minimum(rpr, R - r0)
         blen = tl.max(tl.where((rows >= r0) & (rows < r0 + nrows), lens, 0), axis=0)
-        if blen > KTOP:
+        if ROWS:  # an emptied stage: the task only arrives
+            go = (blen > KTOP) & (ok * LIVE != 0)
+        else:
+            go = blen > KTOP
+        if go:
             count_task(task_count_ptr, S, COUNT_TASKS)
             s0, s1 = slice_of(blen, t - r0 * NSL, nrows * NSL, IBLK)
             pt = page_table_ptr + r0 * PMAX
@@ -444,6 +455,8 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
                         if tl.sum(tl.where(rows == r, lens, 0), axis=0) > LS:
                             hj = tl.sum(tl.where(rows[:, None] == j, h, 0), axis=0)
                             tl.atomic_add(hist_ptr + r * BINS + bins, hj, mask=hj > 0, sem="relaxed")
+        if ROWS:
+            arrive_row(rows_ptr, t // NSL, S, SKIP_ARRIVE)
 
 
 @triton.jit

@@ -149,7 +149,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                  PACKED: tl.constexpr = False, RL: tl.constexpr = 1, floor_ptr=None, FLOOR: tl.constexpr = False,
                  pair_ptr=None, PAIR: tl.constexpr = 0, ROWS: tl.constexpr = False, rows_ptr=None,
                  wait_rows_ptr=None, WAIT_PARTS: tl.constexpr = 0, S_WAIT: tl.constexpr = 0, err_ptr=None,
-                 launch_id=0, bound=0, TIMER: tl.constexpr = False, SKIP_ARRIVE: tl.constexpr = -1):
+                 launch_id=0, bound=0, TIMER: tl.constexpr = False, SKIP_ARRIVE: tl.constexpr = -1,
+                 WAIT_REQ: tl.constexpr = False, rpr=1):
     """Task (row r, slice s) of the rows past LS keys (lens: every row's length, `row_lengths`): the radix digit of
     W bits below the top HI bits (bits 31 - HI .. 32 - HI - W) of the slice's keys whose top HI bits are the prefix
     found so far (`found_prefix` from kept_prev and hist_prev, the WP-bit digit above this one, its histogram in
@@ -177,7 +178,8 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     ROWS (tiles.index_row_waits): row-scoped hand-offs. Each task index, of every row and launch (the stage emptied
     by SKIP_MASK or not), arrives at its row's word at rows_ptr after its work (`sync.arrive_row`; the LAST stage's
     -1 fill tasks too), and with WAIT_PARTS > 0 first waits until its row's word at wait_rows_ptr holds that many
-    arrivals of stage S_WAIT this launch (`sync.wait_row`; err_ptr, launch_id, bound, TIMER: the wait's). Returns ok.
+    arrivals of stage S_WAIT this launch (`sync.wait_row`; err_ptr, launch_id, bound, TIMER: the wait's); WAIT_REQ,
+    at each word of its row's request (rpr rows a request: the score tasks of a request write all its rows). Returns ok.
     Loading the scan's scores two steps ahead instead of one was no faster on the H200
     (results/indexer9_h200_time_specs_scan_ahead.log): the scans are not waiting on those loads."""
     SCOL: tl.constexpr = PMAX * PAGE
@@ -196,7 +198,12 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         if WAIT_PARTS > 0:
-            ok = wait_row(wait_rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
+            if WAIT_REQ:
+                for u in range(r // rpr * rpr, tl.minimum(r // rpr * rpr + rpr, R)):
+                    ok = wait_row(wait_rows_ptr, u, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound,
+                                  TIMER)
+            else:
+                ok = wait_row(wait_rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if ROWS:  # a failed wait or an emptied stage: the task only arrives
             go = (rlen > LS) & (ok * LIVE != 0)

@@ -326,7 +326,8 @@ class Tiles:
     # index_keep_scores: the score stage's stores of the scores marked to leave L2 last; -1: by width (tiles_index.py)
     index_keep_scores: int = -1
     # index_row_waits 1: with four digits and no pairs, each task of sel2, sel3, emit and attn waits only for its own
-    # row's tasks of the stage before (`sync.wait_row`), not for every program; -1: by width (tiles_index.py)
+    # row's tasks of the stage before (`sync.wait_row`), not for every program; 2: sel1's tasks also for their
+    # request's score tasks (with index_short <= the top-k); -1: by width (tiles_index.py)
     index_row_waits: int = -1
     # (the select's other attempts, built and reverted: tiles_index.py)
     # the dense MLP (dense and tokens kinds): gate_up in bn_mu-column tiles of ks_mu k parts, down in bn_md-column
@@ -490,9 +491,11 @@ class Tiles:
         if self.index_relist and not (t.index_compact > 0 or self.index_compact < 0):
             raise ValueError("index_relist needs sel1's lists (index_compact > 0, or -1 by width): it keeps part of "
                              "them")
-        for name in ("index_pair", "index_keep_scores", "index_row_waits"):
+        for name in ("index_pair", "index_keep_scores"):
             if getattr(self, name) not in (-1, 0, 1):
                 raise ValueError(f"{name} {getattr(self, name)} is not -1 (by width), 0 or 1")
+        if self.index_row_waits not in (-1, 0, 1, 2):
+            raise ValueError(f"index_row_waits {self.index_row_waits} is not -1 (by width), 0, 1 or 2 (from score)")
         if self.index_pair > 0 and (self.index_digits != 4 or not self.index_sel_atomics or self.index_relist):
             raise ValueError(f"index_pair needs index_digits 4 (is {self.index_digits}), index_sel_atomics (is "
                              f"{self.index_sel_atomics}) and index_relist 0 (is {self.index_relist}): sel1 counts "

@@ -30,7 +30,8 @@ without waiting: `sync.pass_stages`). A row's keys are split into NSL slices (`d
 index_slices / rows, a power of two) of whole IBLK-key blocks; a request of N rows splits its keys into N x NSL
 slices. Then attn (reading `topk`) and the rest as the shared kind. With tiles.index_row_waits (four digits, no
 pairs) the sliced launch's hand-offs from sel1 to attn are a row's: each task of sel2, sel3, emit and attn waits for
-its own row's tasks of the stage before at that row's word (`row_words`), and the stages' global hand-offs are passed.
+its own row's tasks of the stage before at that row's word (`row_words`), and the stages' global hand-offs are passed;
+with index_row_waits 2, sel1's tasks also wait for their request's score tasks, score's global hand-off passed.
 
 The exactness rule: a row of L <= KTOP keys lists every position 0..L-1 in order, then -1. A longer row lists
 exactly the result of a radix select over the launch's own scores: the keys whose score is above the
@@ -153,9 +154,9 @@ def _mla_rows(d, t: int) -> tuple[int, ...]:
 
 
 def row_words(name: str, extra: int) -> Count:
-    """A select stage's row-scoped hand-off (tiles.index_row_waits, `sync.wait_row`): a word a step row, which that
-    row's NSL (row, slice) tasks of the stage and `extra` row tasks (sel1's whole lists, sel3's -1 fill) arrive at
-    every launch, used or not."""
+    """A stage's row-scoped hand-off (tiles.index_row_waits, `sync.wait_row`): a word a step row, which that row's NSL
+    (row, slice) tasks of the stage (score's: its (request, slice) tasks of that unit row) and `extra` row tasks
+    (sel1's whole lists, sel3's -1 fill) arrive at every launch, used or not."""
     return Count(name, lambda d: d.R, lambda d: d.NSL + extra)
 
 
@@ -177,7 +178,8 @@ def _stages() -> tuple[StageDef, ...]:
         rep(a["absorb"], tasks=lambda d: a["absorb"].tasks(d) + d.R * (d.IH // index_query_heads(d)),
             reads=(*a["absorb"].reads, "iq_part", "iw_part"), writes=("qcat", "iq", "head_w")),
         StageDef("score", bound, ("iq", "head_w", "index_k_cache", "page_table", "lengths",
-                                                       "rows_per_req"), ("scores", "hist0", "floor"), is_bound=True,
+                                                       "rows_per_req"), ("scores", "hist0", "floor"),
+                 counts=(row_words("score_rows", 0),), is_bound=True,
                  doc="(request, slice): the request's rows' scores over the slice's keys; digit 0's histogram"),
         StageDef("sel1", lambda d: d.R * d.NSL + d.R, ("scores", "lengths", "page_table", "hist0", "floor"),
                  ("hist1", "kept1", "topk", "cand_pos", "cand_key", "ncand", "hist_pair"),
