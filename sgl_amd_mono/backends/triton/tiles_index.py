@@ -118,7 +118,10 @@ INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # (results/indexer42_h100_check_{layer,topk}_row_waits.log). Not traced (the call's time). In the same call the SM
 # clock stayed at its 1980 MHz maximum through both kinds' runs, 320 W at most against 700, no throttle reason
 # (results/indexer42_h100_clocks.csv): the post-select stages running longer in the indexer's launch than in the
-# shared kind's (attn 18.4 against 16.6 us of work, indexer38 traces) is not the card's clock.
+# shared kind's (attn 18.4 against 16.6 us of work, indexer38 traces) is not the card's clock. index_row_waits 2 (sel1's
+# tasks also waiting for their request's score tasks, score's global hand-off passed) is built and checked under the
+# interpreter, not yet timed; sm_90 AOT on a CPU (results/indexer42_row_waits_survey_cpu.txt) 255 registers, 92 / 100
+# / 96 spill bytes for 2 / 1 / 0 (Triton 3.6, a 4096-key page table).
 INDEX_ROW_WAITS_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # Built and timed, not taken, removed (commit 6133aff: Tiles.index_keep_front 1): res1 (norm1) and qcat (absorb) of the
 # index kinds stored to leave L2 last too. They are written before the score stage's stream and read after it (o_proj's
