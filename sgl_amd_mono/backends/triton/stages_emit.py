@@ -7,7 +7,7 @@ import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, slice_of
 from sgl_amd_mono.backends.triton.stages_select import EMIT_ROWS, chunk_offsets, found_prefix, key_of, load_step
-from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_invariant, wait_row
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, report_invariant, stage_tasks, task_runs, wait_row
 
 
 @triton.jit
@@ -46,11 +46,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
     (`sync.wait_row`: sel3's tasks of the row) and after its work arrives at the row's word at rows_ptr, which the
     row's attention tasks wait on. Returns ok."""
     parity = epoch & 1
-    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
-    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
-        n_tasks = R * NSL * ok
-    else:
-        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    n_tasks = stage_tasks(R * NSL, ok, S, SKIP_MASK, ROWS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r = t // NSL
         s = t % NSL
@@ -59,7 +55,7 @@ def emit(scores_ptr, lens, page_table_ptr, hist3_ptr, kept3_ptr, cnt_ptr, topk_p
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         s0, s1 = slice_of(rlen, s, NSL, IBLK)
         if ROWS:  # a failed wait or an emptied stage: the task only arrives
-            go = (rlen > LS) & (s0 < s1) & (ok * LIVE != 0)
+            go = (rlen > LS) & (s0 < s1) & task_runs(ok, S, SKIP_MASK)
         else:
             go = (rlen > LS) & (s0 < s1)
         if go:

@@ -9,7 +9,7 @@ its page table.
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_input
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_input, stage_tasks, task_runs
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, store_kept, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
@@ -405,17 +405,13 @@ def score(iq_ptr, head_w_ptr, index_k_cache_ptr, stride_index_k_cache, page_tabl
     heads = tl.arange(0, IH)
     dims = tl.arange(0, ID)
     bins = tl.arange(0, BINS)
-    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
-    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
-        n_tasks = R * NSL * ok
-    else:
-        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    n_tasks = stage_tasks(R * NSL, ok, S, SKIP_MASK, ROWS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
         r0 = (t // NSL) // rpr * rpr  # the request's first row
         nrows = tl.minimum(rpr, R - r0)
         blen = tl.max(tl.where((rows >= r0) & (rows < r0 + nrows), lens, 0), axis=0)
         if ROWS:  # an emptied stage: the task only arrives
-            go = (blen > KTOP) & (ok * LIVE != 0)
+            go = (blen > KTOP) & task_runs(ok, S, SKIP_MASK)
         else:
             go = blen > KTOP
         if go:

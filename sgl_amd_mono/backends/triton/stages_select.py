@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import BINS, PAGE, load_scores, order_key, slice_of, zero_other_parity
-from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, wait_row
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, stage_tasks, task_runs, wait_row
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_PAIR_BINS
 
 # the tile rows of emit's chunks (tiles.index_emit_k > 0) and sel1's listing chunks (tiles.index_compact): a tile row
@@ -188,11 +188,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
     parity = epoch & 1
     zero_other_parity(hist_out_ptr, parity, pid, R, NPROG, HCO, NB)
     ATOMS: tl.constexpr = SATOM and not LAST
-    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
-    if ROWS:  # every task index, so that each row's word takes its arrivals every launch
-        n_tasks = R * NSL * ok
-    else:
-        n_tasks = live_tasks(R * NSL, ok, S, SKIP_MASK)
+    n_tasks = stage_tasks(R * NSL, ok, S, SKIP_MASK, ROWS)
     blk = tl.arange(0, ISCAN)
     bins = tl.arange(0, BINS)
     for t in tl.range(pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
@@ -206,7 +202,7 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
                 ok = wait_row(wait_rows_ptr, r, WAIT_PARTS, S_WAIT, epoch, ok, err_ptr, launch_id, S, pid, bound, TIMER)
         rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
         if ROWS:  # a failed wait or an emptied stage: the task only arrives
-            go = (rlen > LS) & (ok * LIVE != 0)
+            go = (rlen > LS) & task_runs(ok, S, SKIP_MASK)
         else:
             go = rlen > LS
         if go:
@@ -279,12 +275,9 @@ def select_digit(scores_ptr, lens, hist_prev_ptr, hist_out_ptr, kept_prev_ptr, k
             arrive_row(rows_ptr, r, S, SKIP_ARRIVE)
     if LAST:
         KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-        if ROWS:
-            n_fill = R * ok
-        else:
-            n_fill = live_tasks(R, ok, S, SKIP_MASK)
+        n_fill = stage_tasks(R, ok, S, SKIP_MASK, ROWS)
         for r in tl.range(NPROG - 1 - pid, n_fill, NPROG, num_stages=1):  # never pipelined
-            if LIVE:  # (ROWS: an emptied stage's tasks only arrive)
+            if ((SKIP_MASK >> S) & 1) == 0:  # (ROWS: an emptied stage's tasks only arrive)
                 if tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0) > LS:
                     count_task(task_count_ptr, S, COUNT_TASKS)
                     for k0 in range(0, KTOP, KB):

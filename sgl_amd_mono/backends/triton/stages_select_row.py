@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from sgl_amd_mono.backends.triton.stages_index import PAGE
-from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, stage_tasks
 
 
 @triton.jit
@@ -55,13 +55,8 @@ def listed_rows(scores_ptr, lens, page_table_ptr, topk_ptr, pid, ok, task_count_
     one: `select_row`. ROWS (tiles.index_row_waits): every row's task, each launch, then arrives at the row's word
     at rows_ptr (`sync.arrive_row`: sel1's, which sel2's tasks of the row wait on)."""
     KB: tl.constexpr = 256 if KTOP > 256 else KTOP
-    LIVE: tl.constexpr = 1 - ((SKIP_MASK >> S) & 1)
-    if ROWS:  # every row's task, so that each row's word takes its arrival every launch
-        n_tasks = R * ok
-    else:
-        n_tasks = live_tasks(R, ok, S, SKIP_MASK)
-    for r in tl.range(NPROG - 1 - pid, n_tasks, NPROG, num_stages=1):  # tasks: never pipelined
-        if LIVE:  # (ROWS: an emptied stage's tasks only arrive)
+    for r in tl.range(NPROG - 1 - pid, stage_tasks(R, ok, S, SKIP_MASK, ROWS), NPROG, num_stages=1):  # not pipelined
+        if ((SKIP_MASK >> S) & 1) == 0:  # (ROWS: an emptied stage's tasks only arrive)
             rlen = tl.sum(tl.where(tl.arange(0, 16) == r, lens, 0), axis=0)
             if rlen <= KTOP:
                 count_task(task_count_ptr, S, COUNT_TASKS)

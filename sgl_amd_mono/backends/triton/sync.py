@@ -255,6 +255,23 @@ def live_tasks(n_tasks, ok, S: tl.constexpr, SKIP_MASK: tl.constexpr):
 
 
 @triton.jit
+def stage_tasks(n_tasks, ok, S: tl.constexpr, SKIP_MASK: tl.constexpr, ROWS: tl.constexpr):
+    """A stage's task count for its loop. ROWS (its tasks arrive at row words, `arrive_row`): every task index while
+    ok, so that each row's word takes its arrivals every launch, the stage emptied by SKIP_MASK or not (its work then
+    skipped: `task_runs`); else `live_tasks`."""
+    if ROWS:
+        return n_tasks * ok
+    else:
+        return live_tasks(n_tasks, ok, S, SKIP_MASK)
+
+
+@triton.jit
+def task_runs(ok, S: tl.constexpr, SKIP_MASK: tl.constexpr):
+    """Whether a task of `stage_tasks`' ROWS loop does its work: no wait failed, and stage S not emptied."""
+    return ok * (1 - ((SKIP_MASK >> S) & 1)) != 0
+
+
+@triton.jit
 def count_task(count_ptr, S: tl.constexpr, COUNT_TASKS: tl.constexpr):
     """COUNT_TASKS builds (the interpreter's task-count check): one more task ran in stage S."""
     if COUNT_TASKS:
