@@ -115,7 +115,8 @@ INDEX_KEEP_BY_WIDTH = ((4, 0), (1 << 30, 1))
 # (indexer42_h100_time_shared_w8_tail.txt): 128K 1.505 / 1.510 -> 1.503, 8K 1.224 -> 1.221. Faster at both points
 # than both default runs, by less than a process's spread (about 1 us). Its checks, 0 failures, every control failing:
 # check_layer TP8 bf16 8 rows at 128K (decode shape), check_topk at 128K, decode and requests shapes
-# (results/indexer42_h100_check_{layer,topk}_row_waits.log). Not traced (the call's time). In the same call the SM
+# (results/indexer42_h100_check_{layer,topk}_row_waits.log); 255 registers and 18 spill bytes either way
+# (results/indexer42_h100_pre.log). Not traced (the call's time). In the same call the SM
 # clock stayed at its 1980 MHz maximum through both kinds' runs, 320 W at most against 700, no throttle reason
 # (results/indexer42_h100_clocks.csv): the post-select stages running longer in the indexer's launch than in the
 # shared kind's (attn 18.4 against 16.6 us of work, indexer38 traces) is not the card's clock. index_row_waits 2 (sel1's
