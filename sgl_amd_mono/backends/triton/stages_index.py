@@ -9,7 +9,7 @@ its page table.
 import triton
 import triton.language as tl
 
-from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, live_tasks, report_input, stage_tasks, task_runs
+from sgl_amd_mono.backends.triton.sync import arrive_row, count_task, report_input, stage_tasks, task_runs
 from sgl_amd_mono.backends.triton.tile_ops import dot_bf16, store_kept, sum_parts, to_bf16, to_fp8
 from sgl_amd_mono.glm53.kinds.indexer import RADIX_BINS
 
